@@ -1,0 +1,21 @@
+// Command cassfs stores image datasets in Apache Cassandra / ScyllaDB and serves them to
+// deep-learning readers. Run "cassfs --help" for the subcommands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := newRootCmd().ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cassfs:", err)
+		os.Exit(exitCode(err))
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/spf13/cobra"
+)
+
+// errIncomplete marks a command that ran but did not do all it was asked (exit status 1
+// with the details already printed).
+var errIncomplete = errors.New("incomplete")
+
+// usageError marks bad flags or arguments (exit status 2).
+type usageError struct{ error }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cassfs",
+		Short: "Image datasets in Cassandra/ScyllaDB, served to deep-learning readers as files",
+		Long: `cassfs keeps image datasets (blobs plus metadata) in Apache Cassandra or ScyllaDB
+and serves them to unmodified deep-learning readers.
+
+  cassfs gen      generate a synthetic image dataset (tests, demo, benchmarks)
+  cassfs ingest   load an ImageFolder tree and a metadata CSV into a dataset
+
+The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newIngestCmd(), newGenCmd())
+	return root
+}
+
+// dbFlags are the flags of every command that talks to the database.
+type dbFlags struct {
+	hosts       string
+	dataset     string
+	localDC     string
+	timeout     time.Duration
+	maxInFlight int
+}
+
+func (f *dbFlags) register(c *cobra.Command) {
+	def := os.Getenv("CASSFS_HOSTS")
+	if def == "" {
+		def = "127.0.0.1:9042"
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.hosts, "hosts", def, "comma-separated Cassandra/ScyllaDB contact points, host or host:port (env CASSFS_HOSTS)")
+	fl.StringVarP(&f.dataset, "dataset", "d", "", "dataset name (a keyspace: lowercase letters, digits, '_'); required")
+	fl.StringVar(&f.localDC, "local-dc", "", "keep requests in this data centre (default: any)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of every database request, retries included")
+	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "most database requests in flight at once")
+}
+
+func (f *dbFlags) config() (store.CassandraConfig, error) {
+	if f.dataset == "" {
+		return store.CassandraConfig{}, usageError{errors.New("--dataset is required")}
+	}
+	if err := store.ValidDatasetName(f.dataset); err != nil {
+		return store.CassandraConfig{}, usageError{err}
+	}
+	if f.timeout <= 0 {
+		return store.CassandraConfig{}, usageError{fmt.Errorf("--timeout must be positive, got %v", f.timeout)}
+	}
+	if f.maxInFlight <= 0 {
+		return store.CassandraConfig{}, usageError{fmt.Errorf("--max-in-flight must be positive, got %d", f.maxInFlight)}
+	}
+	var hosts []string
+	for _, h := range strings.Split(f.hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return store.CassandraConfig{}, usageError{errors.New("--hosts is empty")}
+	}
+	return store.CassandraConfig{
+		Hosts:       hosts,
+		Dataset:     f.dataset,
+		LocalDC:     f.localDC,
+		Timeout:     f.timeout,
+		MaxInFlight: f.maxInFlight,
+	}, nil
+}
+
+func (f *dbFlags) open(ctx context.Context, create bool, rf int) (*store.Cassandra, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Create = create
+	cfg.ReplicationFactor = rf
+	return store.OpenCassandra(ctx, cfg)
+}

@@ -1,0 +1,484 @@
+// Package ingest loads an ImageFolder-style tree (root/<class>/<file>) and an optional
+// metadata CSV into a dataset.
+//
+// # Decisions
+//
+//   - Validate first, write second. The tree is walked and the CSV parsed completely before
+//     the first write, so a CSV problem (clashing column, duplicated or missing path) or a
+//     changed set of classes aborts with nothing written.
+//   - File problems are per file. An unreadable, empty, oversized, hidden or wrongly placed
+//     file, or one with an extension the readers cannot decode, is skipped with its reason
+//     and the rest is ingested; the run then reports failure (Report.Skipped is non-empty) so
+//     scripts notice.
+//   - Database problems abort. A failed write means the cluster is unwell, not the file; the
+//     run stops and says how to resume.
+//   - Idempotent and resumable. Sample ids derive from dataset and relative path
+//     (store.SampleID), the store writes blob before metadata, and samples already stored with
+//     the same checksum and metadata are not written again, so re-running after an
+//     interruption finishes the job without duplicates.
+//   - Labels are the class directory names in bytewise order, the order DALI and torchvision
+//     give them. A dataset's classes are fixed by its first ingest: adding a class later would
+//     renumber the labels of stored samples, so it is refused.
+package ingest
+
+import (
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// Extensions are the file extensions both DALI's fn.readers.file and torchvision's
+// ImageFolder accept (compared case-insensitively).
+var Extensions = []string{".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp"}
+
+// DefaultMaxSize is the default limit on one file's size.
+const DefaultMaxSize = 16 << 20
+
+// Options configure an ingest.
+type Options struct {
+	// Root is the dataset tree, root/<class>/<file>.
+	Root string
+	// CSV is an optional metadata file: a header row, one row per file, keyed by the
+	// relative path "<class>/<file>" in the column named KeyColumn.
+	CSV string
+	// KeyColumn names the CSV column holding the path (default "path").
+	KeyColumn string
+	// MaxSize is the largest file accepted, in bytes (default DefaultMaxSize).
+	MaxSize int64
+	// Workers is the number of files read and written at once (default 16).
+	Workers int
+	// Progress, if set, is called after every file (from several goroutines at once).
+	Progress func(Progress)
+	// OnPlan, if set, is called once the tree is walked, with the number of files and bytes
+	// to process (for a progress bar).
+	OnPlan func(files int, bytes int64)
+}
+
+// Progress counts the work done so far.
+type Progress struct {
+	Files int64 // files processed (written, unchanged or skipped)
+	Bytes int64 // bytes of files processed
+}
+
+// Skip is a file that was not ingested and why.
+type Skip struct {
+	Path   string // relative to the root
+	Reason string
+}
+
+// Report summarizes an ingest.
+type Report struct {
+	Classes   []string
+	Written   int64 // samples written
+	Unchanged int64 // samples already stored with the same content and metadata
+	Bytes     int64 // bytes of the samples written
+	Skipped   []Skip
+	Elapsed   time.Duration
+}
+
+type file struct {
+	rel   string // "<class>/<file>", slash-separated
+	abs   string
+	label int
+	size  int64
+	meta  map[string]string
+}
+
+// Run ingests opts.Root into st.
+func Run(ctx context.Context, st store.Store, opts Options) (Report, error) {
+	start := time.Now()
+	if opts.KeyColumn == "" {
+		opts.KeyColumn = "path"
+	}
+	if opts.MaxSize == 0 {
+		opts.MaxSize = DefaultMaxSize
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 16
+	}
+	classes, files, skipped, err := walk(opts.Root, opts.MaxSize)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Classes: classes, Skipped: skipped}
+	var columns []string
+	if opts.CSV != "" {
+		if columns, err = applyCSV(opts.CSV, opts.KeyColumn, opts.Root, files, skipped); err != nil {
+			return rep, err
+		}
+	}
+	if len(files) == 0 {
+		return rep, fmt.Errorf("no ingestible files under %s (expected <class>/<file> with one of %s)", opts.Root, strings.Join(Extensions, " "))
+	}
+
+	have, err := st.Labels(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if len(have) > 0 && !slices.Equal(have, classes) {
+		return rep, fmt.Errorf("dataset %q already has classes %q but %s has %q: classes cannot change after the first ingest (labels would be renumbered); ingest into a new dataset",
+			st.Dataset(), have, opts.Root, classes)
+	}
+	if err := st.AddColumns(ctx, columns); err != nil {
+		return rep, err
+	}
+	if len(have) == 0 {
+		if err := st.SetLabels(ctx, classes); err != nil {
+			return rep, err
+		}
+	}
+	stored := map[uuid.UUID]store.Sample{}
+	if err := st.Scan(ctx, func(s store.Sample) error { stored[s.ID] = s; return nil }); err != nil {
+		return rep, fmt.Errorf("list stored samples of dataset %q: %w", st.Dataset(), err)
+	}
+	if opts.OnPlan != nil {
+		var total int64
+		for _, f := range files {
+			total += f.size
+		}
+		opts.OnPlan(len(files), total)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		fatal    error // guarded by mu
+		prog     Progress
+		wg       sync.WaitGroup
+		work     = make(chan file)
+		written  atomic.Int64
+		same     atomic.Int64
+		wbytes   atomic.Int64
+		progress = func(size int64) {
+			f := atomic.AddInt64(&prog.Files, 1)
+			b := atomic.AddInt64(&prog.Bytes, size)
+			if opts.Progress != nil {
+				opts.Progress(Progress{Files: f, Bytes: b})
+			}
+		}
+	)
+	for range opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				res, err := ingestFile(ctx, st, f, opts.MaxSize, stored)
+				switch {
+				case err != nil && res == resSkipped:
+					mu.Lock()
+					rep.Skipped = append(rep.Skipped, Skip{Path: f.rel, Reason: err.Error()})
+					mu.Unlock()
+				case err != nil:
+					mu.Lock()
+					if fatal == nil {
+						fatal = err
+					}
+					mu.Unlock()
+					cancel()
+				case res == resUnchanged:
+					same.Add(1)
+				default:
+					written.Add(1)
+					wbytes.Add(f.size)
+				}
+				progress(f.size)
+			}
+		}()
+	}
+feed:
+	for _, f := range files {
+		select {
+		case work <- f:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	rep.Written, rep.Unchanged, rep.Bytes = written.Load(), same.Load(), wbytes.Load()
+	rep.Elapsed = time.Since(start)
+	slices.SortFunc(rep.Skipped, func(a, b Skip) int { return strings.Compare(a.Path, b.Path) })
+	if fatal != nil {
+		return rep, fmt.Errorf("ingest stopped after %d of %d files: %w (nothing partial is listed; run the same ingest again to resume)",
+			rep.Written+rep.Unchanged, len(files), fatal)
+	}
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("ingest interrupted after %d of %d files: %w (run the same ingest again to resume)", rep.Written+rep.Unchanged, len(files), err)
+	}
+	return rep, nil
+}
+
+type result int
+
+const (
+	resWritten result = iota
+	resUnchanged
+	resSkipped
+)
+
+func ingestFile(ctx context.Context, st store.Store, f file, maxSize int64, stored map[uuid.UUID]store.Sample) (result, error) {
+	data, err := os.ReadFile(f.abs)
+	if err != nil {
+		return resSkipped, fmt.Errorf("unreadable: %v", unwrapPath(err))
+	}
+	// The size may have changed since the walk.
+	if err := checkSize(int64(len(data)), maxSize); err != nil {
+		return resSkipped, err
+	}
+	s := store.Sample{
+		ID:       store.SampleID(st.Dataset(), f.rel),
+		Label:    f.label,
+		Name:     f.rel,
+		Size:     int64(len(data)),
+		Checksum: store.Checksum(data),
+		Meta:     f.meta,
+	}
+	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) {
+		return resUnchanged, nil
+	}
+	if err := st.Put(ctx, s, data); err != nil {
+		return resWritten, err
+	}
+	return resWritten, nil
+}
+
+func nonEmpty(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func checkSize(size, maxSize int64) error {
+	switch {
+	case size == 0:
+		return errors.New("empty file (zero bytes)")
+	case size > maxSize:
+		return fmt.Errorf("%d bytes, over the size limit of %d (see --max-size)", size, maxSize)
+	}
+	return nil
+}
+
+// checkName reports why a file or class name cannot appear in the filesystem the readers
+// see, or nil.
+func checkName(name string) error {
+	switch {
+	case strings.HasPrefix(name, "."):
+		return errors.New("hidden name (leading '.'); readers would skip it or count it as a class")
+	case strings.ContainsAny(name, "\n\r"):
+		return errors.New("name contains a line break, which file_list.txt cannot carry")
+	case strings.TrimRightFunc(name, unicode.IsSpace) != name:
+		return errors.New("name ends in whitespace, which file_list.txt cannot carry")
+	}
+	return nil
+}
+
+// walk lists root's classes and candidate files, with the entries it rejects and why.
+func walk(root string, maxSize int64) (classes []string, files []file, skipped []Skip, err error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dataset root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, nil, nil, fmt.Errorf("dataset root %s is not a directory", root)
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read dataset root: %w", err)
+	}
+	byClass := map[string][]file{}
+	for _, e := range entries { // os.ReadDir sorts by name: bytewise, as the readers do
+		name := e.Name()
+		abs := filepath.Join(root, name)
+		st, err := os.Stat(abs) // follows symlinks
+		if err != nil {
+			skipped = append(skipped, Skip{name, fmt.Sprintf("unreadable: %v", unwrapPath(err))})
+			continue
+		}
+		if !st.IsDir() {
+			skipped = append(skipped, Skip{name, "file directly in the dataset root; files belong in <class>/ directories"})
+			continue
+		}
+		if err := checkName(name); err != nil {
+			skipped = append(skipped, Skip{name + "/", "class directory skipped: " + err.Error()})
+			continue
+		}
+		cf, cs, err := walkClass(root, name, maxSize)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		skipped = append(skipped, cs...)
+		if len(cf) > 0 {
+			classes = append(classes, name)
+			byClass[name] = cf
+		}
+	}
+	for label, c := range classes {
+		for _, f := range byClass[c] {
+			f.label = label
+			files = append(files, f)
+		}
+	}
+	return classes, files, skipped, nil
+}
+
+func walkClass(root, class string, maxSize int64) ([]file, []Skip, error) {
+	entries, err := os.ReadDir(filepath.Join(root, class))
+	if err != nil {
+		return nil, []Skip{{class + "/", fmt.Sprintf("unreadable class directory: %v", unwrapPath(err))}}, nil
+	}
+	var files []file
+	var skipped []Skip
+	for _, e := range entries {
+		rel := class + "/" + e.Name()
+		abs := filepath.Join(root, class, e.Name())
+		st, err := os.Stat(abs)
+		if err != nil {
+			skipped = append(skipped, Skip{rel, fmt.Sprintf("unreadable: %v", unwrapPath(err))})
+			continue
+		}
+		if st.IsDir() {
+			skipped = append(skipped, Skip{rel + "/", "nested directory; datasets are <class>/<file>, two levels deep"})
+			continue
+		}
+		if !st.Mode().IsRegular() {
+			skipped = append(skipped, Skip{rel, "not a regular file"})
+			continue
+		}
+		if err := checkName(e.Name()); err != nil {
+			skipped = append(skipped, Skip{rel, err.Error()})
+			continue
+		}
+		if ext := strings.ToLower(path.Ext(e.Name())); !slices.Contains(Extensions, ext) {
+			skipped = append(skipped, Skip{rel, fmt.Sprintf("extension %q is not readable by DALI and torchvision (accepted: %s)", path.Ext(e.Name()), strings.Join(Extensions, " "))})
+			continue
+		}
+		if err := checkSize(st.Size(), maxSize); err != nil {
+			skipped = append(skipped, Skip{rel, err.Error()})
+			continue
+		}
+		files = append(files, file{rel: rel, abs: abs, size: st.Size()})
+	}
+	return files, skipped, nil
+}
+
+// applyCSV reads the metadata CSV and attaches each row to its file. Any problem is an
+// error: nothing has been written yet.
+func applyCSV(csvPath, key, root string, files []file, skipped []Skip) ([]string, error) {
+	f, err := os.Open(csvPath)
+	if err != nil {
+		return nil, fmt.Errorf("metadata CSV: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	header, err := r.Read()
+	if err == io.EOF {
+		return nil, fmt.Errorf("metadata CSV %s is empty; it needs a header row with a %q column", csvPath, key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("metadata CSV %s: %w", csvPath, err)
+	}
+	header[0] = strings.TrimPrefix(header[0], "\ufeff") // a byte-order mark from spreadsheets
+	keyIdx := -1
+	var columns []string
+	var problems []string
+	seen := map[string]bool{}
+	for i, h := range header {
+		if h == key {
+			keyIdx = i
+			continue
+		}
+		if seen[h] {
+			problems = append(problems, fmt.Sprintf("column %q appears twice", h))
+			continue
+		}
+		seen[h] = true
+		if err := store.ValidColumnName(h); err != nil {
+			problems = append(problems, err.Error())
+		}
+		columns = append(columns, h)
+	}
+	if keyIdx < 0 {
+		problems = append(problems, fmt.Sprintf("no %q column naming each file as <class>/<file> (see --csv-key)", key))
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("metadata CSV %s: %s", csvPath, strings.Join(problems, "; "))
+	}
+	idx := make(map[string]int, len(files))
+	for i, f := range files {
+		idx[f.rel] = i
+	}
+	rejected := map[string]bool{}
+	for _, s := range skipped {
+		rejected[s.Path] = true
+	}
+	rowOf := map[string]int{}
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
+			if len(problems) >= 20 {
+				break
+			}
+			continue
+		}
+		line, _ := r.FieldPos(keyIdx)
+		p := strings.TrimPrefix(filepath.ToSlash(rec[keyIdx]), "./")
+		if prev, dup := rowOf[p]; dup {
+			problems = append(problems, fmt.Sprintf("line %d: path %q duplicates line %d", line, p, prev))
+			continue
+		}
+		rowOf[p] = line
+		i, ok := idx[p]
+		if !ok {
+			if !rejected[p] {
+				problems = append(problems, fmt.Sprintf("line %d: %q names no file under %s", line, p, root))
+			}
+			continue
+		}
+		meta := make(map[string]string, len(columns))
+		for j, v := range rec {
+			if j != keyIdx && v != "" {
+				meta[header[j]] = v
+			}
+		}
+		files[i].meta = meta
+		if len(problems) >= 20 {
+			break
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("metadata CSV %s: %s", csvPath, strings.Join(problems, "; "))
+	}
+	return columns, nil
+}

@@ -1,0 +1,521 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gocql/gocql"
+	"github.com/google/uuid"
+)
+
+// CassandraConfig configures a connection to one dataset.
+type CassandraConfig struct {
+	// Hosts are contact points, "host" or "host:port"; the rest of the cluster is discovered.
+	Hosts []string
+	// Port is used for hosts without a port (default 9042).
+	Port int
+	// Dataset is the keyspace.
+	Dataset string
+	// Create makes a missing dataset (keyspace and tables) instead of failing with ErrNotFound.
+	Create bool
+	// ReplicationFactor of a created keyspace (SimpleStrategy, default 1).
+	ReplicationFactor int
+	// LocalDC, if set, keeps requests in that data centre (DCAwareRoundRobinPolicy).
+	LocalDC string
+	// Timeout bounds every request, retries included (default 10s).
+	Timeout time.Duration
+	// ConnectTimeout bounds connection set-up (default 5s).
+	ConnectTimeout time.Duration
+	// MaxInFlight bounds the requests this store has in flight at once (default 256); more
+	// waits. Unbounded concurrency ends in gocql's "no streams available".
+	MaxInFlight int
+	// NumConns is the number of connections per host (default 2).
+	NumConns int
+	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 256),
+	// and ScanParallel how many it reads at once (default 8).
+	ScanRanges, ScanParallel int
+	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
+	// what a latency-bound reader wants).
+	WriteCoalesceWait time.Duration
+}
+
+func (c *CassandraConfig) defaults() {
+	if c.Port == 0 {
+		c.Port = 9042
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	if c.NumConns == 0 {
+		c.NumConns = 2
+	}
+	if c.ScanRanges == 0 {
+		c.ScanRanges = 256
+	}
+	if c.ScanParallel == 0 {
+		c.ScanParallel = 8
+	}
+}
+
+// Cassandra is a Store on Apache Cassandra or ScyllaDB through gocql (v1 API, so the
+// shard-aware github.com/scylladb/gocql can replace it with a go.mod replace directive).
+type Cassandra struct {
+	cfg     CassandraConfig
+	session *gocql.Session
+	sem     chan struct{} // bounds requests in flight
+
+	mu      sync.Mutex
+	columns []string // guarded by mu; user columns of samples, sorted
+}
+
+var _ Store = (*Cassandra)(nil)
+
+// OpenCassandra connects to the dataset cfg.Dataset. A missing dataset wraps ErrNotFound
+// unless cfg.Create is set, in which case the keyspace and tables are created.
+func OpenCassandra(ctx context.Context, cfg CassandraConfig) (*Cassandra, error) {
+	cfg.defaults()
+	if err := ValidDatasetName(cfg.Dataset); err != nil {
+		return nil, err
+	}
+	if len(cfg.Hosts) == 0 {
+		return nil, errors.New("no Cassandra hosts given")
+	}
+	// gocql fills its token-aware replica map only for the session's keyspace, so the
+	// keyspace must exist before the session that serves reads is created.
+	boot, err := newSession(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	err = ensureKeyspace(ctx, boot, cfg)
+	boot.Close()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSession(cfg, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cassandra{cfg: cfg, session: s, sem: make(chan struct{}, cfg.MaxInFlight)}
+	if cfg.Create {
+		if err := c.createTables(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if _, err := c.Columns(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newSession(cfg CassandraConfig, keyspace string) (*gocql.Session, error) {
+	cl := gocql.NewCluster(cfg.Hosts...)
+	cl.Port = cfg.Port
+	cl.Keyspace = keyspace
+	// v1.7.0's protocol v5 support is beta and lacks v5 framing.
+	cl.ProtoVersion = 4
+	cl.Consistency = gocql.LocalOne
+	cl.Timeout = cfg.Timeout
+	cl.ConnectTimeout = cfg.ConnectTimeout
+	cl.NumConns = cfg.NumConns
+	cl.WriteCoalesceWaitTime = cfg.WriteCoalesceWait
+	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	var fallback gocql.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
+	if cfg.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
+	}
+	cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas())
+	// Blobs are JPEG/PNG: compression would cost CPU and save nothing.
+	cl.Compressor = nil
+	s, err := cl.CreateSession()
+	if err != nil {
+		return nil, fmt.Errorf("connect to Cassandra at %s: %w (is it running and reachable? see --hosts)", strings.Join(cfg.Hosts, ","), err)
+	}
+	return s, nil
+}
+
+func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg CassandraConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var name string
+	err := s.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, cfg.Dataset).
+		WithContext(ctx).Scan(&name)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, gocql.ErrNotFound):
+		return fmt.Errorf("look up dataset %q: %w", cfg.Dataset, err)
+	case !cfg.Create:
+		return fmt.Errorf("dataset %q: %w (ingest creates it)", cfg.Dataset, ErrNotFound)
+	}
+	// Dataset names are validated identifiers, so formatting them into CQL is safe.
+	q := fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
+		cfg.Dataset, cfg.ReplicationFactor)
+	ctx, cancel = context.WithTimeout(context.Background(), 2*cfg.Timeout)
+	defer cancel()
+	if err := s.Query(q).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("create dataset %q: %w", cfg.Dataset, err)
+	}
+	return nil
+}
+
+func (c *Cassandra) createTables(ctx context.Context) error {
+	for _, q := range []string{
+		// Blobs do not compress; the label sits beside the data so one read returns both.
+		`CREATE TABLE IF NOT EXISTS blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
+		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob)`,
+		`CREATE TABLE IF NOT EXISTS labels (label int PRIMARY KEY, name text)`,
+	} {
+		if err := c.ddl(ctx, q); err != nil {
+			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cassandra) ddl(ctx context.Context, q string) error {
+	// Schema changes wait for schema agreement across nodes; allow more than a read.
+	ctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
+	defer cancel()
+	return c.session.Query(q).WithContext(ctx).Exec()
+}
+
+// Dataset implements Store.
+func (c *Cassandra) Dataset() string { return c.cfg.Dataset }
+
+// acquire takes a slot of the in-flight bound and returns a context with the per-request
+// deadline; release must be called when the request is done.
+func (c *Cassandra) acquire(ctx context.Context) (context.Context, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	return rctx, func() { cancel(); <-c.sem }, nil
+}
+
+// AddColumns implements Store.
+func (c *Cassandra) AddColumns(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if err := ValidColumnName(n); err != nil {
+			return err
+		}
+	}
+	have, err := c.Columns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if slices.Contains(have, n) {
+			continue
+		}
+		// n is a validated identifier.
+		if err := c.ddl(ctx, fmt.Sprintf(`ALTER TABLE samples ADD %s text`, n)); err != nil {
+			// Another ingest may have added it meanwhile; only the schema can tell.
+			now, cerr := c.Columns(ctx)
+			if cerr != nil || !slices.Contains(now, n) {
+				return fmt.Errorf("add metadata column %q to dataset %q: %w", n, c.cfg.Dataset, err)
+			}
+		}
+	}
+	_, err = c.Columns(ctx)
+	return err
+}
+
+// Columns implements Store.
+func (c *Cassandra) Columns(ctx context.Context) ([]string, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'samples'`,
+		c.cfg.Dataset).WithContext(rctx).Iter()
+	var cols []string
+	var name string
+	for iter.Scan(&name) {
+		if !slices.Contains(BuiltinColumns, name) {
+			cols = append(cols, name)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read columns of dataset %q: %w", c.cfg.Dataset, err)
+	}
+	slices.Sort(cols)
+	c.mu.Lock()
+	c.columns = cols
+	c.mu.Unlock()
+	return slices.Clone(cols), nil
+}
+
+// SetLabels implements Store.
+func (c *Cassandra) SetLabels(ctx context.Context, names []string) error {
+	for i, n := range names {
+		if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO labels (label, name) VALUES (?, ?)`, i, n); err != nil {
+			return fmt.Errorf("store label %d (%q) of dataset %q: %w", i, n, c.cfg.Dataset, err)
+		}
+	}
+	return nil
+}
+
+// Labels implements Store.
+func (c *Cassandra) Labels(ctx context.Context) ([]string, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT label, name FROM labels`).WithContext(rctx).Idempotent(true).Iter()
+	byLabel := map[int]string{}
+	var label int
+	var name string
+	for iter.Scan(&label, &name) {
+		byLabel[label] = name
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read labels of dataset %q: %w", c.cfg.Dataset, err)
+	}
+	out := make([]string, len(byLabel))
+	for l, n := range byLabel {
+		if l < 0 || l >= len(out) {
+			return nil, fmt.Errorf("dataset %q: labels are not numbered 0..%d (found %d)", c.cfg.Dataset, len(out)-1, l)
+		}
+		out[l] = n
+	}
+	return out, nil
+}
+
+func (c *Cassandra) exec(ctx context.Context, cons gocql.Consistency, q string, args ...any) error {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Every write here is idempotent: the same id always gets the same content.
+	return c.session.Query(q, args...).WithContext(rctx).Consistency(cons).Idempotent(true).Exec()
+}
+
+// Put implements Store.
+func (c *Cassandra) Put(ctx context.Context, s Sample, data []byte) error {
+	if err := checkPut(s, data); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	known := c.columns
+	c.mu.Unlock()
+	cols := []string{"id", "label", "name", "size", "checksum"}
+	args := []any{gocql.UUID(s.ID), s.Label, s.Name, s.Size, s.Checksum[:]}
+	keys := make([]string, 0, len(s.Meta))
+	for k, v := range s.Meta {
+		if v == "" {
+			continue
+		}
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // stable statement text, so gocql's prepared-statement cache hits
+	for _, k := range keys {
+		cols = append(cols, k)
+		args = append(args, s.Meta[k])
+	}
+	// The blob first, then the metadata row: the row is the commit marker (see package doc).
+	if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO blobs (id, label, data) VALUES (?, ?, ?)`,
+		gocql.UUID(s.ID), s.Label, data); err != nil {
+		return fmt.Errorf("put blob of sample %s (%s): %w", s.ID, s.Name, err)
+	}
+	q := `INSERT INTO samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
+	if err := c.exec(ctx, gocql.LocalQuorum, q, args...); err != nil {
+		return fmt.Errorf("put metadata of sample %s (%s): %w", s.ID, s.Name, err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (c *Cassandra) Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return Blob{}, fmt.Errorf("get sample %s: %w", id, err)
+	}
+	defer release()
+	b := Blob{Data: buf[:0]}
+	// Scanning into a non-nil []byte reuses its storage (gocql appends to v[:0]).
+	err = c.session.Query(`SELECT label, data FROM blobs WHERE id = ?`, gocql.UUID(id)).
+		WithContext(rctx).Idempotent(true).Scan(&b.Label, &b.Data)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return Blob{}, fmt.Errorf("get sample %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Blob{}, fmt.Errorf("get sample %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// Scan implements Store: a parallel scan of the metadata table over token sub-ranges, never
+// touching blobs.
+func (c *Cassandra) Scan(ctx context.Context, fn func(Sample) error) error {
+	cols, err := c.Columns(ctx)
+	if err != nil {
+		return err
+	}
+	q := `SELECT id, label, name, size, checksum`
+	for _, col := range cols {
+		q += ", " + col
+	}
+	q += ` FROM samples WHERE token(id) > ? AND token(id) <= ?`
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ranges := tokenRanges(c.cfg.ScanRanges)
+	work := make(chan [2]int64)
+	var (
+		fnMu     sync.Mutex // serializes fn
+		failed   bool       // guarded by fnMu; no fn call after a failure
+		errOnce  sync.Once
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	call := func(s Sample) error {
+		fnMu.Lock()
+		defer fnMu.Unlock()
+		if failed {
+			return context.Canceled
+		}
+		if err := fn(s); err != nil {
+			failed = true
+			fail(err)
+			return err
+		}
+		return nil
+	}
+	for w := 0; w < c.cfg.ScanParallel; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range work {
+				if err := c.scanRange(ctx, q, cols, r, call); err != nil {
+					fail(err)
+				}
+			}
+		}()
+	}
+feed:
+	for _, r := range ranges {
+		select {
+		case work <- r:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+func (c *Cassandra) scanRange(ctx context.Context, q string, cols []string, r [2]int64, fn func(Sample) error) error {
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.sem }()
+	// One sub-range is a few thousand narrow rows even for millions of samples; its pages
+	// share one deadline.
+	rctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
+	defer cancel()
+	iter := c.session.Query(q, r[0], r[1]).WithContext(rctx).Idempotent(true).PageSize(2000).Iter()
+	var (
+		id       gocql.UUID
+		label    int
+		name     string
+		size     int64
+		checksum []byte
+	)
+	meta := make([]*string, len(cols))
+	dest := []any{&id, &label, &name, &size, &checksum}
+	for i := range cols {
+		meta[i] = new(string)
+		dest = append(dest, meta[i])
+	}
+	for iter.Scan(dest...) {
+		s := Sample{ID: uuid.UUID(id), Label: label, Name: name, Size: size}
+		if len(checksum) != len(s.Checksum) {
+			iter.Close()
+			return fmt.Errorf("scan dataset %q: sample %s (%s) has a %d-byte checksum, want %d", c.cfg.Dataset, s.ID, name, len(checksum), len(s.Checksum))
+		}
+		copy(s.Checksum[:], checksum)
+		for i, col := range cols {
+			if *meta[i] != "" {
+				if s.Meta == nil {
+					s.Meta = make(map[string]string, len(cols))
+				}
+				s.Meta[col] = *meta[i]
+			}
+			*meta[i] = ""
+		}
+		if err := fn(s); err != nil {
+			iter.Close()
+			return err
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return fmt.Errorf("scan dataset %q, tokens (%d, %d]: %w", c.cfg.Dataset, r[0], r[1], err)
+	}
+	return nil
+}
+
+// tokenRanges splits Murmur3's ring (-2^63, 2^63-1] into n contiguous (start, end] ranges.
+// Murmur3Partitioner never yields the minimum token -2^63, so the first open bound loses
+// nothing.
+func tokenRanges(n int) [][2]int64 {
+	lo, hi := big.NewInt(math.MinInt64), big.NewInt(math.MaxInt64)
+	span := new(big.Int).Sub(hi, lo)
+	out := make([][2]int64, 0, n)
+	prev := int64(math.MinInt64)
+	for i := 1; i <= n; i++ {
+		end := new(big.Int).Mul(span, big.NewInt(int64(i)))
+		end.Quo(end, big.NewInt(int64(n)))
+		end.Add(end, lo)
+		e := end.Int64()
+		if i == n {
+			e = math.MaxInt64
+		}
+		out = append(out, [2]int64{prev, e})
+		prev = e
+	}
+	return out
+}
+
+// Close implements Store.
+func (c *Cassandra) Close() error {
+	c.session.Close()
+	return nil
+}

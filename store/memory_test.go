@@ -1,0 +1,12 @@
+package store_test
+
+import (
+	"testing"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/storetest"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return store.NewMemory("test", store.MemoryOptions{}) })
+}

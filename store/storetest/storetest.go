@@ -1,0 +1,290 @@
+// Package storetest is the conformance suite every store.Store implementation passes: the
+// in-memory fake in unit tests, Cassandra in the e2e tests. A behaviour the rest of cassfs
+// relies on belongs here, so the fake cannot drift from the real thing.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// NewStore returns an empty dataset for one subtest; the suite closes it.
+type NewStore func(t *testing.T) store.Store
+
+// Run runs the conformance suite.
+func Run(t *testing.T, newStore NewStore) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"PutGetRoundTrip", testPutGet},
+		{"GetMissingIsNotFound", testGetMissing},
+		{"GetReusesBuffer", testGetReusesBuffer},
+		{"ScanListsEveryPutOnce", testScan},
+		{"PutIsIdempotent", testPutIdempotent},
+		{"Columns", testColumns},
+		{"Labels", testLabels},
+		{"PutRejectsInconsistentSample", testPutRejects},
+		{"ScanStopsOnCallbackError", testScanStops},
+		{"ConcurrentGets", testConcurrentGets},
+		{"CancelledContext", testCancelled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			t.Cleanup(func() { s.Close() })
+			tc.fn(t, s)
+		})
+	}
+}
+
+// MakeSample builds a sample with content derived from i.
+func MakeSample(dataset string, i, label int, size int) (store.Sample, []byte) {
+	name := fmt.Sprintf("class%d/img%05d.jpg", label, i)
+	data := make([]byte, size)
+	for j := range data {
+		data[j] = byte(i*31 + j*7 + j>>8)
+	}
+	return store.Sample{
+		ID:       store.SampleID(dataset, name),
+		Label:    label,
+		Name:     name,
+		Size:     int64(size),
+		Checksum: store.Checksum(data),
+	}, data
+}
+
+func put(t *testing.T, s store.Store, smp store.Sample, data []byte) {
+	t.Helper()
+	if err := s.Put(context.Background(), smp, data); err != nil {
+		t.Fatalf("Put(%s): %v", smp.Name, err)
+	}
+}
+
+func testPutGet(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.AddColumns(ctx, []string{"patient_id", "slide"}); err != nil {
+		t.Fatal(err)
+	}
+	smp, data := MakeSample(s.Dataset(), 1, 3, 200_000)
+	smp.Meta = map[string]string{"patient_id": "p7", "slide": "s2"}
+	put(t, s, smp, data)
+	b, err := s.Get(ctx, smp.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.Data, data) {
+		t.Errorf("Get returned %d bytes that differ from the %d put", len(b.Data), len(data))
+	}
+	if b.Label != 3 {
+		t.Errorf("Get label = %d, want 3", b.Label)
+	}
+	var got []store.Sample
+	if err := s.Scan(ctx, func(x store.Sample) error { got = append(got, x); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("Scan listed %d samples, want 1", len(got))
+	}
+	g := got[0]
+	if g.ID != smp.ID || g.Label != 3 || g.Name != smp.Name || g.Size != smp.Size || g.Checksum != smp.Checksum {
+		t.Errorf("Scan = %+v, want %+v", g, smp)
+	}
+	if g.Meta["patient_id"] != "p7" || g.Meta["slide"] != "s2" || len(g.Meta) != 2 {
+		t.Errorf("Scan meta = %v, want patient_id=p7 slide=s2", g.Meta)
+	}
+}
+
+func testGetMissing(t *testing.T, s store.Store) {
+	_, err := s.Get(context.Background(), uuid.New(), nil)
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Get(missing) error = %v, want ErrNotFound", err)
+	}
+}
+
+func testGetReusesBuffer(t *testing.T, s store.Store) {
+	smp, data := MakeSample(s.Dataset(), 2, 0, 1000)
+	put(t, s, smp, data)
+	buf := make([]byte, 0, 4096)
+	b, err := s.Get(context.Background(), smp.ID, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &b.Data[0] != &buf[:1][0] {
+		t.Errorf("Get did not reuse a buffer with enough capacity")
+	}
+	if !bytes.Equal(b.Data, data) {
+		t.Errorf("Get into a buffer returned wrong bytes")
+	}
+}
+
+func testScan(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	want := map[uuid.UUID]string{}
+	for i := range 300 {
+		smp, data := MakeSample(s.Dataset(), i, i%4, 100+i)
+		put(t, s, smp, data)
+		want[smp.ID] = smp.Name
+	}
+	seen := map[uuid.UUID]int{}
+	if err := s.Scan(ctx, func(x store.Sample) error {
+		seen[x.ID]++
+		if want[x.ID] != x.Name {
+			t.Errorf("Scan: sample %s named %q, want %q", x.ID, x.Name, want[x.ID])
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != len(want) {
+		t.Errorf("Scan listed %d distinct samples, want %d", len(seen), len(want))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("Scan listed %s %d times", id, n)
+		}
+	}
+}
+
+func testPutIdempotent(t *testing.T, s store.Store) {
+	smp, data := MakeSample(s.Dataset(), 5, 1, 500)
+	put(t, s, smp, data)
+	put(t, s, smp, data)
+	n := 0
+	if err := s.Scan(context.Background(), func(store.Sample) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("after putting one sample twice, Scan listed %d", n)
+	}
+}
+
+func testColumns(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.AddColumns(ctx, []string{"y", "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddColumns(ctx, []string{"x", "patient_id"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Columns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"patient_id", "x", "y"}; !slices.Equal(got, want) {
+		t.Errorf("Columns = %v, want %v", got, want)
+	}
+	for _, bad := range []string{"label", "Name", "x;drop", "", "select"} {
+		if err := s.AddColumns(ctx, []string{bad}); err == nil {
+			t.Errorf("AddColumns(%q) succeeded, want an error", bad)
+		}
+	}
+	smp, data := MakeSample(s.Dataset(), 9, 0, 10)
+	smp.Meta = map[string]string{"nosuch": "v"}
+	if err := s.Put(ctx, smp, data); err == nil {
+		t.Errorf("Put with an unknown metadata column succeeded")
+	}
+}
+
+func testLabels(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	got, err := s.Labels(ctx)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Labels of a new dataset = %v, %v; want none", got, err)
+	}
+	want := []string{"cat", "dog", "zebra fish"}
+	if err := s.SetLabels(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Labels(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Labels = %q, want %q", got, want)
+	}
+}
+
+func testPutRejects(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	smp, data := MakeSample(s.Dataset(), 3, 0, 100)
+	bad := smp
+	bad.Size = 99
+	if err := s.Put(ctx, bad, data); err == nil {
+		t.Errorf("Put with a wrong size succeeded")
+	}
+	bad = smp
+	bad.Checksum[0] ^= 1
+	if err := s.Put(ctx, bad, data); err == nil {
+		t.Errorf("Put with a wrong checksum succeeded")
+	}
+	n := 0
+	s.Scan(ctx, func(store.Sample) error { n++; return nil })
+	if n != 0 {
+		t.Errorf("rejected puts left %d listed samples", n)
+	}
+}
+
+func testScanStops(t *testing.T, s store.Store) {
+	for i := range 50 {
+		smp, data := MakeSample(s.Dataset(), i, 0, 10)
+		put(t, s, smp, data)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := s.Scan(context.Background(), func(store.Sample) error { n++; return stop })
+	if !errors.Is(err, stop) {
+		t.Errorf("Scan error = %v, want the callback's", err)
+	}
+	if n != 1 {
+		t.Errorf("Scan called fn %d times after it failed, want 1", n)
+	}
+}
+
+func testConcurrentGets(t *testing.T, s store.Store) {
+	var samples []store.Sample
+	var datas [][]byte
+	for i := range 64 {
+		smp, data := MakeSample(s.Dataset(), i, i%3, 5000+i)
+		put(t, s, smp, data)
+		samples = append(samples, smp)
+		datas = append(datas, data)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 64 {
+				i := (k + w) % 64
+				b, err := s.Get(context.Background(), samples[i].ID, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !bytes.Equal(b.Data, datas[i]) || b.Label != samples[i].Label {
+					t.Errorf("concurrent Get of %s returned wrong content", samples[i].Name)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func testCancelled(t *testing.T, s store.Store) {
+	smp, data := MakeSample(s.Dataset(), 1, 0, 10)
+	put(t, s, smp, data)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Get(ctx, smp.ID, nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("Get with a cancelled context: error = %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,261 @@
+// Package synth generates synthetic image datasets for tests, the demo and benchmarks: an
+// ImageFolder tree of real, decodable JPEG (and some PNG) files plus a metadata CSV with
+// entity columns, like a digital-pathology tile dataset (patient, slide, tile coordinates).
+//
+// Everything is a pure function of the options and the seed, so two runs produce the same
+// bytes. File sizes scatter around the requested mean (±50%): the image dimensions are
+// chosen from a bytes-per-pixel figure measured once per run on a probe image of the same
+// kind of content, so the mean lands near the target without encoding twice.
+package synth
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// Options describe the dataset to generate.
+type Options struct {
+	Out         string  // directory; images go to Out/images/<class>/, metadata to Out/metadata.csv
+	Count       int     // number of images
+	Classes     int     // number of classes (default 4)
+	MeanSize    int     // mean file size in bytes (default 110,000, like ImageNet)
+	PNGFraction float64 // share of PNG files, 0 to 1
+	Patients    int     // number of patients (default Count/25, at least Classes)
+	Seed        uint64
+	Workers     int         // default 2
+	Progress    func(n int) // called after each image, from several goroutines
+}
+
+// Layout returns the image root and the CSV path for out.
+func Layout(out string) (root, csvPath string) {
+	return filepath.Join(out, "images"), filepath.Join(out, "metadata.csv")
+}
+
+// ClassName is the directory name of class c: zero-padded so names sort into label order.
+func ClassName(c int) string { return fmt.Sprintf("class_%03d", c) }
+
+type item struct {
+	rel              string
+	class            int
+	patient, slide   int
+	x, y             int
+	png              bool
+	targetSize, seed uint64
+}
+
+// Generate writes the dataset.
+func Generate(ctx context.Context, o Options) error {
+	if o.Count <= 0 {
+		return fmt.Errorf("count must be positive, got %d", o.Count)
+	}
+	if o.Classes == 0 {
+		o.Classes = 4
+	}
+	if o.MeanSize == 0 {
+		o.MeanSize = 110_000
+	}
+	if o.MeanSize < 2000 {
+		return fmt.Errorf("mean size %d is too small for a real image (at least 2000 bytes)", o.MeanSize)
+	}
+	if o.Patients == 0 {
+		o.Patients = max(o.Count/25, o.Classes)
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	root, csvPath := Layout(o.Out)
+	for c := range o.Classes {
+		if err := os.MkdirAll(filepath.Join(root, ClassName(c)), 0o755); err != nil {
+			return err
+		}
+	}
+	items := plan(o)
+	jpegBPP, pngBPP := bytesPerPixel(false), bytesPerPixel(true)
+
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		errMu sync.Mutex
+		first error
+	)
+	for range o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(items) || ctx.Err() != nil {
+					return
+				}
+				it := items[i]
+				bpp := jpegBPP
+				if it.png {
+					bpp = pngBPP
+				}
+				data, err := encode(it, bpp)
+				if err == nil {
+					err = os.WriteFile(filepath.Join(root, filepath.FromSlash(it.rel)), data, 0o644)
+				}
+				if err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = fmt.Errorf("generate %s: %w", it.rel, err)
+					}
+					errMu.Unlock()
+					return
+				}
+				if o.Progress != nil {
+					o.Progress(i)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return writeCSV(csvPath, items)
+}
+
+// plan decides every image's class, entity columns, format and size. Each patient has a
+// dominant class (most of its tiles), so entity-disjoint splits are non-trivial, and class
+// frequencies are imbalanced (class c is drawn in proportion to c+1).
+func plan(o Options) []item {
+	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	var weights []float64
+	total := 0.0
+	for c := range o.Classes {
+		weights = append(weights, float64(c+1))
+		total += float64(c + 1)
+	}
+	draw := func() int {
+		r := rng.Float64() * total
+		for c, w := range weights {
+			if r < w {
+				return c
+			}
+			r -= w
+		}
+		return o.Classes - 1
+	}
+	dominant := make([]int, o.Patients)
+	for p := range dominant {
+		dominant[p] = draw()
+	}
+	items := make([]item, o.Count)
+	for i := range items {
+		p := rng.IntN(o.Patients)
+		c := dominant[p]
+		if rng.Float64() < 0.2 {
+			c = draw()
+		}
+		it := item{
+			class:   c,
+			patient: p,
+			slide:   rng.IntN(3),
+			x:       rng.IntN(100) * 512,
+			y:       rng.IntN(100) * 512,
+			png:     rng.Float64() < o.PNGFraction,
+			seed:    rng.Uint64(),
+		}
+		it.targetSize = uint64(float64(o.MeanSize) * (0.5 + rng.Float64()))
+		ext := ".jpg"
+		if it.png {
+			ext = ".png"
+		}
+		it.rel = fmt.Sprintf("%s/tile_%07d%s", ClassName(c), i, ext)
+		items[i] = it
+	}
+	return items
+}
+
+// paint draws a w×h image: a class-coloured gradient with seeded noise, which JPEG and PNG
+// compress about as much as photographs and tissue tiles do.
+func paint(it item, w, h int) *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	rng := rand.New(rand.NewPCG(it.seed, uint64(w)))
+	base := [3]float64{float64(60 + 50*(it.class%4)), float64(80 + 40*(it.class/4%4)), 160}
+	for y := range h {
+		for x := range w {
+			g := 60 * float64(x+y) / float64(w+h)
+			n := rng.Uint32()
+			img.SetRGBA(x, y, color.RGBA{
+				R: clamp(base[0] + g + float64(n&63) - 32),
+				G: clamp(base[1] - g + float64(n>>8&63) - 32),
+				B: clamp(base[2] + g/2 + float64(n>>16&63) - 32),
+				A: 255,
+			})
+		}
+	}
+	return img
+}
+
+func clamp(v float64) uint8 { return uint8(math.Max(0, math.Min(255, v))) }
+
+func encodeImage(img image.Image, asPNG bool) ([]byte, error) {
+	var buf bytes.Buffer
+	var err error
+	if asPNG {
+		err = png.Encode(&buf, img)
+	} else {
+		err = jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
+	}
+	return buf.Bytes(), err
+}
+
+func bytesPerPixel(asPNG bool) float64 {
+	const side = 256
+	data, err := encodeImage(paint(item{seed: 1}, side, side), asPNG)
+	if err != nil || len(data) == 0 {
+		return 1
+	}
+	return float64(len(data)) / (side * side)
+}
+
+func encode(it item, bpp float64) ([]byte, error) {
+	side := int(math.Sqrt(float64(it.targetSize) / bpp))
+	side = max(side, 16)
+	// A 4:3 landscape tile of about the same area.
+	w, h := side*8/7, side*6/7
+	return encodeImage(paint(it, w, h), it.png)
+}
+
+func writeCSV(path string, items []item) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"path", "patient_id", "slide", "x", "y"})
+	for _, it := range items {
+		w.Write([]string{
+			it.rel,
+			fmt.Sprintf("P%04d", it.patient),
+			fmt.Sprintf("P%04d-S%d", it.patient, it.slide),
+			strconv.Itoa(it.x),
+			strconv.Itoa(it.y),
+		})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
