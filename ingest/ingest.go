@@ -99,9 +99,21 @@ type file struct {
 	meta  map[string]string
 }
 
-// Run ingests opts.Root into st.
-func Run(ctx context.Context, st store.Store, opts Options) (Report, error) {
-	start := time.Now()
+// Plan is a validated ingest: the tree walked and the CSV parsed, nothing written yet.
+type Plan struct {
+	opts    Options
+	classes []string
+	files   []file
+	skipped []Skip
+	columns []string
+}
+
+// Files is the number of files the plan will ingest.
+func (p *Plan) Files() int { return len(p.files) }
+
+// Prepare walks opts.Root and parses opts.CSV. An error here means nothing can be ingested;
+// files that merely cannot be ingested are in the plan's skip list.
+func Prepare(opts Options) (*Plan, error) {
 	if opts.KeyColumn == "" {
 		opts.KeyColumn = "path"
 	}
@@ -113,19 +125,25 @@ func Run(ctx context.Context, st store.Store, opts Options) (Report, error) {
 	}
 	classes, files, skipped, err := walk(opts.Root, opts.MaxSize)
 	if err != nil {
-		return Report{}, err
+		return nil, err
 	}
-	rep := Report{Classes: classes, Skipped: skipped}
-	var columns []string
+	p := &Plan{opts: opts, classes: classes, files: files, skipped: skipped}
 	if opts.CSV != "" {
-		if columns, err = applyCSV(opts.CSV, opts.KeyColumn, opts.Root, files, skipped); err != nil {
-			return rep, err
+		if p.columns, err = applyCSV(opts.CSV, opts.KeyColumn, opts.Root, files, skipped); err != nil {
+			return nil, err
 		}
 	}
 	if len(files) == 0 {
-		return rep, fmt.Errorf("no ingestible files under %s (expected <class>/<file> with one of %s)", opts.Root, strings.Join(Extensions, " "))
+		return nil, fmt.Errorf("no ingestible files under %s (expected <class>/<file> with one of %s)", opts.Root, strings.Join(Extensions, " "))
 	}
+	return p, nil
+}
 
+// Run ingests the plan into st.
+func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
+	start := time.Now()
+	opts, classes, files, columns := p.opts, p.classes, p.files, p.columns
+	rep := Report{Classes: classes, Skipped: slices.Clone(p.skipped)}
 	have, err := st.Labels(ctx)
 	if err != nil {
 		return rep, err

@@ -55,15 +55,11 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 			if _, err := db.config(); err != nil {
 				return err
 			}
-			ctx := c.Context()
-			st, err := db.open(ctx, true, rf)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
 			out := c.ErrOrStderr()
 			pr := newProgress(out, progress, "ingest")
-			rep, err := ingest.Run(ctx, st, ingest.Options{
+			// Validate the tree and the CSV before touching the database, so bad input
+			// creates nothing.
+			plan, err := ingest.Prepare(ingest.Options{
 				Root:      args[0],
 				CSV:       csvPath,
 				KeyColumn: csvKey,
@@ -72,13 +68,23 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 				OnPlan:    pr.plan,
 				Progress:  func(p ingest.Progress) { pr.update(p.Files, p.Bytes) },
 			})
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
+			st, err := db.open(ctx, true, rf)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			rep, err := plan.Run(ctx, st)
 			pr.finish()
 			printReport(c.OutOrStdout(), db.dataset, rep)
 			if err != nil {
 				return err
 			}
 			if len(rep.Skipped) > 0 {
-				return fmt.Errorf("%d file(s) not ingested (listed above): %w", len(rep.Skipped), errIncomplete)
+				return fmt.Errorf("%d file(s) not ingested (listed above); fix or remove them and run the same ingest again", len(rep.Skipped))
 			}
 			return nil
 		},

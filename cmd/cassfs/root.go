@@ -12,10 +12,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// errIncomplete marks a command that ran but did not do all it was asked (exit status 1
-// with the details already printed).
-var errIncomplete = errors.New("incomplete")
-
 // usageError marks bad flags or arguments (exit status 2).
 type usageError struct{ error }
 
