@@ -52,13 +52,15 @@ func run(m *testing.M) int {
 		hosts = strings.Split(h, ",")
 	} else {
 		hosts = []string{"127.0.0.1:9042"}
+		// A node the user started (make demo, make cassandra-start) is reused and left running.
+		wasRunning := exec.Command("./cassandra.sh", "status").Run() == nil
 		cmd := exec.Command("./cassandra.sh", "start", "1")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintf(os.Stderr, "start Cassandra: %v\n", err)
 			return 1
 		}
-		if os.Getenv("CASSFS_KEEP_CASSANDRA") == "" {
+		if !wasRunning && os.Getenv("CASSFS_KEEP_CASSANDRA") == "" {
 			defer func() {
 				cmd := exec.Command("./cassandra.sh", "stop")
 				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

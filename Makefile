@@ -1,0 +1,65 @@
+# cassfs — one entry point for building, checking, testing, benchmarking and the demo.
+# `make help` lists the targets.
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/cassfs
+# The e2e suite starts Cassandra (~15 s), generates and ingests images; 30 minutes is a
+# generous bound that still ends a hung run.
+E2E_TIMEOUT ?= 30m
+DEMO_DIR ?= .cache/demo
+DEMO_COUNT ?= 500
+
+.PHONY: help deps build check unit e2e test bench demo cassandra-start cassandra-stop cassandra-wipe clean
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+deps: ## install what is missing: Go modules, Java 17 and Maven (Debian), the Cassandra jars
+	@command -v $(GO) >/dev/null || { echo "Go 1.24+ is required: https://go.dev/dl/" >&2; exit 1; }
+	$(GO) mod download
+	./e2e/cassandra.sh fetch
+
+build: ## build bin/cassfs
+	$(GO) build -o $(BIN) ./cmd/cassfs
+
+check: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags e2e ./e2e/
+
+unit: ## unit and composite tests, with -race, then once more on one CPU
+	$(GO) tool gotestsum -- -race -count=1 -timeout 10m ./...
+	GOMAXPROCS=1 $(GO) test -count=1 -timeout 10m ./...
+
+e2e: deps ## end-to-end tests: real Cassandra (started here), the built binary
+	$(GO) tool gotestsum -- -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) ./e2e/
+
+test: check unit e2e ## everything CI runs
+
+bench: deps ## benchmarks against the real Cassandra; results in bench/
+	@mkdir -p bench
+	$(GO) test -tags e2e -run '^$$' -bench StoreGet -benchtime 3000x -count 3 -timeout 30m ./e2e/ | tee bench/store-get.txt
+
+demo: deps build ## start a local Cassandra, generate a small dataset and ingest it
+	./e2e/cassandra.sh start
+	$(BIN) gen --out $(DEMO_DIR) --count $(DEMO_COUNT)
+	$(BIN) ingest --dataset demo --csv $(DEMO_DIR)/metadata.csv $(DEMO_DIR)/images
+	@echo
+	@echo "The dataset 'demo' is in Cassandra on 127.0.0.1:9042. Try:"
+	@echo "  $(BIN) ingest --dataset demo --csv $(DEMO_DIR)/metadata.csv $(DEMO_DIR)/images   # again: nothing to write"
+	@echo "  make cassandra-stop"
+
+cassandra-start: ## start a one-node Cassandra on 127.0.0.1:9042
+	./e2e/cassandra.sh start
+
+cassandra-stop: ## stop the local Cassandra
+	./e2e/cassandra.sh stop
+
+cassandra-wipe: ## stop the local Cassandra and delete its data
+	./e2e/cassandra.sh wipe
+
+clean: ## remove build output (keeps downloaded jars and Cassandra data)
+	rm -rf bin
