@@ -73,7 +73,7 @@ fetch() {
 </project>
 EOF
   mkdir -p "$LIB"
-  (cd "$tmp" && mvn -B -q dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIB") \
+  (cd "$tmp" && mvn -B -q -Dstyle.color=never dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$LIB") \
     || die "maven could not fetch cassandra-all:$VERSION (is Maven Central reachable?)"
   ls "$LIB"/cassandra-all-*.jar >/dev/null 2>&1 || die "cassandra-all jar missing in $LIB"
   rm -rf "$tmp"
