@@ -147,6 +147,8 @@ launch() { # node index
   java=$(find_java17) || die "no Java 17 found (Cassandra 5.0 needs Java 11 or 17)"
   jamm=$(ls "$LIB"/jamm-*.jar | head -n 1)
   heap=${CASSANDRA_HEAP:-$( [ "$(cat "$RUN/nodes")" = 1 ] && echo 1G || echo 512M )}
+  # wait_ready looks for the ready line: start every run with fresh logs.
+  [ -f "$d/logs/system.log" ] && mv -f "$d/logs/system.log" "$d/logs/system.log.1"
   : >"$d/logs/stdout.log"
   # The --add-exports/--add-opens list is Cassandra's conf/jvm17-server.options plus what an
   # embedded start needs; without it Cassandra fails on module access at startup.

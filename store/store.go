@@ -44,6 +44,10 @@ import (
 // ErrNotFound is wrapped by errors for samples, datasets or labels that do not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrCorrupt is wrapped by errors for stored data that contradicts its metadata (size,
+// label or checksum).
+var ErrCorrupt = errors.New("stored data is corrupt")
+
 // Sample is one sample's metadata row: what listings need, without the blob.
 type Sample struct {
 	ID       uuid.UUID

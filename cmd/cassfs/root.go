@@ -32,13 +32,14 @@ and serves them to unmodified deep-learning readers.
 
   cassfs gen      generate a synthetic image dataset (tests, demo, benchmarks)
   cassfs ingest   load an ImageFolder tree and a metadata CSV into a dataset
+  cassfs mount    mount a dataset read-only: splits and epochs as directories
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newIngestCmd(), newGenCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newMountCmd())
 	return root
 }
 

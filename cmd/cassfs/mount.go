@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+)
+
+type mountFlags struct {
+	db            dbFlags
+	seed          uint64
+	epochsListed  int
+	epochViews    int
+	cacheSize     string
+	maxBackground int
+	allowOther    bool
+	debugFUSE     bool
+	logLevel      string
+}
+
+func newMountCmd() *cobra.Command {
+	var f mountFlags
+	c := &cobra.Command{
+		Use:   "mount --dataset NAME MOUNTPOINT",
+		Short: "Mount a dataset read-only, with splits and epochs as directories",
+		Long: `mount shows a dataset as a read-only filesystem and serves it until interrupted
+(SIGINT or SIGTERM unmount it cleanly):
+
+  MOUNTPOINT/<split>/epoch-<N>/<class>/<pos>_<name>   the split in epoch N's order
+  MOUNTPOINT/<split>/epoch-<N>/file_list.txt          DALI file_list, in epoch order
+  MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
+
+The split "all" holds every sample. Epoch N's order is a pure function of the split, --seed
+and N (see docs/epoch-order.md): the same on every machine and every mount. Names sort
+bytewise in epoch order, so DALI's file_root and torchvision's ImageFolder read them in
+that order too; any epoch-N resolves, a window of them is listed.
+
+At start the dataset's metadata is loaded once; listings never touch the database again.
+File contents are fetched whole on first read, once however many readers ask, and kept in
+a cache of --cache-size bytes. A read whose fetch fails or exceeds --timeout gets EIO (the
+cause is logged once); readers never hang on a dead database.
+
+A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
+recovered; a mountpoint in use is refused.`,
+		Example: `  cassfs mount --dataset tiles /mnt/tiles &
+  ls /mnt/tiles/all/epoch-0
+  python train.py --data /mnt/tiles/all/epoch-0`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("mount takes one MOUNTPOINT, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			return runMount(c.Context(), &f, args[0])
+		},
+	}
+	f.db.register(c)
+	fl := c.Flags()
+	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
+	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
+	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
+	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB)")
+	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
+	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
+	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runMount(ctx context.Context, f *mountFlags, dir string) error {
+	log, err := newLogger(f.logLevel)
+	if err != nil {
+		return err
+	}
+	cacheBytes, err := humanize.ParseBytes(f.cacheSize)
+	if err != nil || cacheBytes == 0 {
+		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
+	}
+	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 {
+		return usageError{errors.New("--epochs-listed must be >= 0; --epoch-views and --max-background positive")}
+	}
+	cfg, err := f.db.config()
+	if err != nil {
+		return err
+	}
+	if dir, err = prepareMountpoint(dir, log); err != nil {
+		return err
+	}
+
+	st, err := store.OpenCassandra(ctx, cfg)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%w; list datasets or ingest this one first", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	ix, err := loadIndex(ctx, st)
+	if err != nil {
+		return err
+	}
+	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
+
+	cache := prefetch.NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		b, err := st.Get(ctx, ix.ID(i), make([]byte, 0, ix.Size(i)))
+		if err != nil {
+			return nil, err
+		}
+		if err := ix.Verify(i, b); err != nil {
+			return nil, err
+		}
+		return b.Data, nil
+	}, prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
+	defer cache.Close()
+
+	filesystem := cfs.New(cfs.Config{
+		Index:        ix,
+		Splits:       []*splits.Split{splits.All(ix)},
+		Seed:         f.seed,
+		EpochsListed: f.epochsListed,
+		EpochViews:   f.epochViews,
+		Blobs:        cache.Get,
+		Logger:       log,
+	})
+	server, err := cfs.Mount(dir, filesystem, cfs.MountOptions{
+		FsName:        "cassfs:" + cfg.Dataset,
+		AllowOther:    f.allowOther,
+		MaxBackground: f.maxBackground,
+		Debug:         f.debugFUSE,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "seed", f.seed)
+
+	served := make(chan struct{})
+	go func() { server.Wait(); close(served) }()
+	select {
+	case <-ctx.Done():
+		log.Info("unmounting", "at", dir)
+	case <-served:
+		log.Info("unmounted from outside", "at", dir)
+		return nil
+	}
+	return unmount(dir, server.Unmount, served, log)
+}
+
+// unmount unmounts cleanly; while files are still open (EBUSY) it retries for a while and
+// then detaches the mount lazily, so no mount is left behind.
+func unmount(dir string, clean func() error, served <-chan struct{}, log *slog.Logger) error {
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = clean(); err == nil {
+			<-served
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log.Warn("mount busy; detaching it lazily", "at", dir, "err", err)
+	if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr != nil {
+		return fmt.Errorf("unmount %s: %v; detach: %w", dir, err, derr)
+	}
+	return nil
+}
+
+func loadIndex(ctx context.Context, st store.Store) (*splits.Index, error) {
+	labels, err := st.Labels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(labels) == 0 {
+		return nil, fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
+	}
+	b := splits.NewIndexBuilder(labels)
+	if err := st.Scan(ctx, b.Add); err != nil {
+		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), err)
+	}
+	ix, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", st.Dataset(), err)
+	}
+	if ix.Len() == 0 {
+		return nil, fmt.Errorf("dataset %q has no samples: ingest data into it first", st.Dataset())
+	}
+	return ix, nil
+}
+
+// prepareMountpoint checks dir, recovers a mount left by a crashed cassfs, and refuses one
+// in use. It returns the absolute path.
+func prepareMountpoint(dir string, log *slog.Logger) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	_, err = os.Stat(abs)
+	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
+		// The FUSE server behind it is gone: detach the dead mount.
+		if uerr := syscall.Unmount(abs, syscall.MNT_DETACH); uerr != nil {
+			return "", fmt.Errorf("mountpoint %s is a stale mount and unmounting it failed: %w (try: fusermount -u %s)", abs, uerr, abs)
+		}
+		log.Warn("recovered a stale mount", "at", abs)
+		_, err = os.Stat(abs)
+	}
+	if err != nil {
+		return "", fmt.Errorf("mountpoint: %w", err)
+	}
+	if fi, _ := os.Stat(abs); !fi.IsDir() {
+		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
+	}
+	if fstype, ok := mountedAt(abs); ok {
+		return "", fmt.Errorf("mountpoint %s is in use (a %s filesystem is mounted there); unmount it first (umount %s) or choose another directory", abs, fstype, abs)
+	}
+	return abs, nil
+}
+
+// mountedAt reports whether a filesystem is mounted at dir, and its type.
+func mountedAt(dir string) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// mountinfo: id parent major:minor root mountpoint options ... - fstype source super
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescapeMountinfo(fields[4]) != dir {
+			continue
+		}
+		for k, fld := range fields {
+			if fld == "-" && k+1 < len(fields) {
+				return fields[k+1], true
+			}
+		}
+		return "unknown", true
+	}
+	return "", false
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of /proc/self/mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var v byte
+			ok := true
+			for _, c := range []byte(s[i+1 : i+4]) {
+				if c < '0' || c > '7' {
+					ok = false
+					break
+				}
+				v = v*8 + c - '0'
+			}
+			if ok {
+				b.WriteByte(v)
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

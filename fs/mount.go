@@ -1,0 +1,66 @@
+package fs
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// MountOptions are the kernel-facing settings of a mount.
+type MountOptions struct {
+	// FsName is shown as the source in /proc/mounts (e.g. "cassfs:tiles").
+	FsName string
+	// AllowOther lets users other than the mounting one access the mount.
+	AllowOther bool
+	// MaxBackground bounds the kernel's concurrent background requests (reads); the
+	// default 128 keeps many reads in flight to a latency-bound backend (go-fuse's default
+	// of 12 caps files/s at high latency).
+	MaxBackground int
+	// Debug logs every FUSE request.
+	Debug bool
+}
+
+// Mount mounts f at dir and serves it in the background. Unmount the returned server to
+// stop; Wait returns when it is unmounted.
+func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
+	if o.MaxBackground <= 0 {
+		o.MaxBackground = 128
+	}
+	// Content never changes under a name, so the kernel may cache names, attributes and
+	// misses for as long as it likes.
+	long := 24 * time.Hour
+	opts := &gofs.Options{
+		EntryTimeout:    &long,
+		AttrTimeout:     &long,
+		NegativeTimeout: &long,
+		MountOptions: fuse.MountOptions{
+			FsName:        o.FsName,
+			Name:          "cassfs",
+			AllowOther:    o.AllowOther,
+			MaxBackground: o.MaxBackground,
+			// Read-only at the VFS: writes fail with EROFS before reaching us, and reads do
+			// not cost an atime GETATTR.
+			DirectMount:      true,
+			DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
+			Options:          []string{"ro"},
+			DisableXAttrs:    true,
+			// Attributes never change, so the kernel need not drop cached pages when they
+			// are refreshed.
+			ExplicitDataCacheControl: true,
+			// READDIRPLUS only when the kernel expects lookups to follow; a plain listing of
+			// a million entries then creates no inodes.
+			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
+			// Whole 128 KiB+ reads: fewer READs per file.
+			MaxReadAhead: 1 << 20,
+			Debug:        o.Debug,
+		},
+	}
+	server, err := gofs.Mount(dir, f.Root(), opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return server, nil
+}

@@ -1,0 +1,412 @@
+package fs
+
+import (
+	"context"
+	"path"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"github.com/cassfs/cassfs/splits"
+	"github.com/google/uuid"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// FileListName is the DALI file_list in every epoch directory.
+const FileListName = "file_list.txt"
+
+// ByUUIDName is the directory of every sample by id.
+const ByUUIDName = "by-uuid"
+
+// dirNode is what every directory shares: attributes, and listing through a handle that the
+// kernel may cache (FOPEN_CACHE_DIR), with stable offsets so seekdir works at any size.
+type dirNode struct {
+	gofs.Inode
+	fs *FS
+}
+
+func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fs.dirAttr(&out.Attr)
+	out.Ino = d.StableAttr().Ino
+	return 0
+}
+
+// listing streams n directory entries made on demand by entry(k), so a directory of
+// millions of samples costs no memory to list.
+type listing struct {
+	n     int
+	entry func(k int) fuse.DirEntry
+	next  int // guarded by go-fuse's per-handle lock
+}
+
+var (
+	_ gofs.FileReaddirenter = (*listing)(nil)
+	_ gofs.FileSeekdirer    = (*listing)(nil)
+)
+
+func (l *listing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if l.next >= l.n {
+		return nil, 0
+	}
+	e := l.entry(l.next)
+	l.next++
+	e.Off = uint64(l.next) // the offset of the entry after this one
+	return &e, 0
+}
+
+func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	l.next = int(min(off, uint64(l.n)))
+	return 0
+}
+
+func openListing(n int, entry func(k int) fuse.DirEntry) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &listing{n: n, entry: entry}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+}
+
+func dirEntry(name string) fuse.DirEntry {
+	return fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR}
+}
+
+// lookupDir returns the existing child called name, or makes it with mk. Reusing the child
+// keeps one inode per directory however often the kernel looks it up again.
+func (f *FS) lookupDir(ctx context.Context, parent *gofs.Inode, name string, out *fuse.EntryOut, mk func() gofs.InodeEmbedder) *gofs.Inode {
+	f.dirAttr(&out.Attr)
+	if ch := parent.GetChild(name); ch != nil {
+		out.Ino = ch.StableAttr().Ino
+		return ch
+	}
+	ch := parent.NewInode(ctx, mk(), gofs.StableAttr{Mode: syscall.S_IFDIR})
+	out.Ino = ch.StableAttr().Ino
+	return ch
+}
+
+// rootDir holds one directory per split and by-uuid.
+type rootDir struct {
+	dirNode
+}
+
+var (
+	_ gofs.NodeLookuper       = (*rootDir)(nil)
+	_ gofs.NodeOpendirHandler = (*rootDir)(nil)
+	_ gofs.NodeGetattrer      = (*rootDir)(nil)
+	_ gofs.NodeStatfser       = (*rootDir)(nil)
+)
+
+func (r *rootDir) names() []string {
+	var names []string
+	for _, s := range r.fs.cfg.Splits {
+		names = append(names, s.Name)
+	}
+	names = append(names, ByUUIDName)
+	slices.Sort(names)
+	return names
+}
+
+func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name == ByUUIDName {
+		return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &byUUIDDir{dirNode: dirNode{fs: r.fs}} }), 0
+	}
+	for _, s := range r.fs.cfg.Splits {
+		if s.Name == name {
+			return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &splitDir{dirNode: dirNode{fs: r.fs}, split: s} }), 0
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
+func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	names := r.names()
+	return openListing(len(names), func(k int) fuse.DirEntry { return dirEntry(names[k]) })
+}
+
+func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	var total uint64
+	for i := range uint32(r.fs.ix.Len()) {
+		total += uint64(r.fs.ix.Size(i))
+	}
+	out.Bsize = 4096
+	out.Frsize = 4096
+	out.Blocks = (total + 4095) / 4096
+	out.Files = uint64(r.fs.ix.Len())
+	out.NameLen = 255
+	return 0
+}
+
+// splitDir lists a window of epochs and resolves any.
+type splitDir struct {
+	dirNode
+	split *splits.Split
+}
+
+var (
+	_ gofs.NodeLookuper       = (*splitDir)(nil)
+	_ gofs.NodeOpendirHandler = (*splitDir)(nil)
+	_ gofs.NodeGetattrer      = (*splitDir)(nil)
+)
+
+func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	n, ok := parseEpoch(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &epochDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: n} }), 0
+}
+
+func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry { return dirEntry("epoch-" + strconv.Itoa(k)) })
+}
+
+// epochDir holds one directory per class and file_list.txt.
+type epochDir struct {
+	dirNode
+	split *splits.Split
+	n     uint64
+}
+
+var (
+	_ gofs.NodeLookuper       = (*epochDir)(nil)
+	_ gofs.NodeOpendirHandler = (*epochDir)(nil)
+	_ gofs.NodeGetattrer      = (*epochDir)(nil)
+)
+
+func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name == FileListName {
+		fl := &fileList{fs: d.fs, split: d.split, n: d.n}
+		fl.attr(&out.Attr)
+		if ch := d.GetChild(name); ch != nil {
+			out.Ino = ch.StableAttr().Ino
+			return ch, 0
+		}
+		ch := d.NewInode(ctx, fl, gofs.StableAttr{Mode: syscall.S_IFREG})
+		out.Ino = ch.StableAttr().Ino
+		return ch, 0
+	}
+	label := slices.Index(d.fs.classNames, name)
+	if label < 0 {
+		return nil, syscall.ENOENT
+	}
+	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+		return &classDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: d.n, label: label}
+	}), 0
+}
+
+func (d *epochDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	classes := d.fs.classNames
+	// Class names sort before or after "file_list.txt"; readers sort for themselves, but a
+	// sorted listing is what people expect from ls -f.
+	names := append(slices.Clone(classes), FileListName)
+	slices.Sort(names)
+	return openListing(len(names), func(k int) fuse.DirEntry {
+		if names[k] == FileListName {
+			return fuse.DirEntry{Name: FileListName, Mode: syscall.S_IFREG}
+		}
+		return dirEntry(names[k])
+	})
+}
+
+// classDir lists one class's samples of an epoch in epoch order.
+type classDir struct {
+	dirNode
+	split *splits.Split
+	n     uint64
+	label int
+}
+
+var (
+	_ gofs.NodeLookuper       = (*classDir)(nil)
+	_ gofs.NodeOpendirHandler = (*classDir)(nil)
+	_ gofs.NodeGetattrer      = (*classDir)(nil)
+)
+
+func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	v := d.fs.view(d.split, d.n)
+	pos, ok := parsePos(name, v.width)
+	if !ok || int(pos) >= len(v.Order) {
+		return nil, syscall.ENOENT
+	}
+	i := v.Order[pos]
+	if d.fs.ix.Label(i) != d.label || name[v.width+1:] != d.fs.ix.Name(i) {
+		return nil, syscall.ENOENT
+	}
+	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
+}
+
+func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	v := d.fs.view(d.split, d.n)
+	positions := v.ByClass[d.label]
+	return openListing(len(positions), func(k int) fuse.DirEntry {
+		pos := positions[k]
+		return fuse.DirEntry{Name: d.fs.entryName(v, pos), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(v.Order[pos])}
+	})
+}
+
+// byUUIDDir holds every sample as <uuid><ext>.
+type byUUIDDir struct {
+	dirNode
+}
+
+var (
+	_ gofs.NodeLookuper       = (*byUUIDDir)(nil)
+	_ gofs.NodeOpendirHandler = (*byUUIDDir)(nil)
+	_ gofs.NodeGetattrer      = (*byUUIDDir)(nil)
+)
+
+func (f *FS) uuidName(i uint32) string {
+	return f.ix.ID(i).String() + path.Ext(f.ix.Name(i))
+}
+
+func (d *byUUIDDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if len(name) < 36 {
+		return nil, syscall.ENOENT
+	}
+	id, err := uuid.Parse(name[:36])
+	if err != nil {
+		return nil, syscall.ENOENT
+	}
+	i, ok := d.fs.ix.Find(id)
+	if !ok || d.fs.uuidName(i) != name {
+		return nil, syscall.ENOENT
+	}
+	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
+}
+
+func (d *byUUIDDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return openListing(d.fs.ix.Len(), func(k int) fuse.DirEntry {
+		return fuse.DirEntry{Name: d.fs.uuidName(uint32(k)), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(k)}
+	})
+}
+
+// sampleFile is one sample's content. The node is shared by every directory that shows the
+// sample (one inode per sample).
+type sampleFile struct {
+	gofs.Inode
+	fs *FS
+	i  uint32
+}
+
+var (
+	_ gofs.NodeGetattrer = (*sampleFile)(nil)
+	_ gofs.NodeOpener    = (*sampleFile)(nil)
+	_ gofs.NodeFlusher   = (*sampleFile)(nil)
+	_ gofs.NodeReader    = (*sampleFile)(nil)
+)
+
+func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	s.fs.sampleAttr(s.i, &out.Attr)
+	return 0
+}
+
+// Open answers ENOSYS on purpose: with FUSE_NO_OPEN_SUPPORT the kernel then treats every
+// open of the mount as successful without asking again and keeps the page cache, saving a
+// request per file (measured: ~1.5x files/s for small files). Writes never get here: the
+// mount is read-only.
+func (s *sampleFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ENOSYS
+}
+
+// Flush answers ENOSYS for the same reason as Open: the kernel stops sending FLUSH.
+func (s *sampleFile) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errno {
+	return syscall.ENOSYS
+}
+
+func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	data, err := s.fs.cfg.Blobs(ctx, s.i)
+	if err != nil {
+		return nil, s.fs.errno("read", s.i, err)
+	}
+	if off >= int64(len(data)) {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), int64(len(data)))
+	// data is immutable (shared from the cache), so go-fuse may send it after we return.
+	return fuse.ReadResultData(data[off:end]), 0
+}
+
+// fileList is an epoch's DALI file_list: "<class>/<entry name> <label>\n" per sample in
+// epoch order, generated on demand from the epoch's order.
+type fileList struct {
+	gofs.Inode
+	fs    *FS
+	split *splits.Split
+	n     uint64
+}
+
+var (
+	_ gofs.NodeGetattrer = (*fileList)(nil)
+	_ gofs.NodeOpener    = (*fileList)(nil)
+	_ gofs.NodeReader    = (*fileList)(nil)
+)
+
+// lineLen is the length of sample i's line, which does not depend on its position.
+func (f *FS) lineLen(v *epochView, i uint32) int {
+	label := f.ix.Label(i)
+	return len(f.classNames[label]) + 1 + v.width + 1 + f.ix.NameLen(i) + 1 + len(strconv.Itoa(label)) + 1
+}
+
+func (fl *fileList) size(v *epochView) int64 {
+	v.listOnce.Do(func() {
+		var n int64
+		for _, i := range v.Order {
+			n += int64(fl.fs.lineLen(v, i))
+		}
+		v.listSize = n
+	})
+	return v.listSize
+}
+
+func (fl *fileList) attr(a *fuse.Attr) {
+	size := uint64(fl.size(fl.fs.view(fl.split, fl.n)))
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Size = size
+	a.Blocks = (size + 511) / 512
+	a.Blksize = 1 << 17
+	a.Nlink = 1
+	fl.fs.times(a)
+}
+
+func (fl *fileList) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	fl.attr(&out.Attr)
+	out.Ino = fl.StableAttr().Ino
+	return 0
+}
+
+func (fl *fileList) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ENOSYS
+}
+
+func (fl *fileList) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	v := fl.fs.view(fl.split, fl.n)
+	v.lineOnce.Do(func() {
+		v.lineEnd = make([]uint64, len(v.Order))
+		var end uint64
+		for k, i := range v.Order {
+			end += uint64(fl.fs.lineLen(v, i))
+			v.lineEnd[k] = end
+		}
+	})
+	if off < 0 || len(v.lineEnd) == 0 || uint64(off) >= v.lineEnd[len(v.lineEnd)-1] {
+		return fuse.ReadResultData(nil), 0
+	}
+	// The first line that ends after off.
+	k, _ := slices.BinarySearch(v.lineEnd, uint64(off)+1)
+	start := uint64(0)
+	if k > 0 {
+		start = v.lineEnd[k-1]
+	}
+	buf := make([]byte, 0, len(dest)+256)
+	for ; k < len(v.Order) && uint64(len(buf)) < uint64(off)-start+uint64(len(dest)); k++ {
+		pos := uint32(k)
+		i := v.Order[pos]
+		label := fl.fs.ix.Label(i)
+		buf = append(buf, fl.fs.classNames[label]...)
+		buf = append(buf, '/')
+		buf = append(buf, fl.fs.entryName(v, pos)...)
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, int64(label), 10)
+		buf = append(buf, '\n')
+	}
+	lo := uint64(off) - start
+	hi := min(lo+uint64(len(dest)), uint64(len(buf)))
+	return fuse.ReadResultData(buf[lo:hi]), 0
+}

@@ -1,0 +1,187 @@
+package splits
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// Index is the in-memory catalogue of a dataset: every listed sample in canonical order
+// (ascending id), loaded once by the store's metadata scan. After it is built, listings and
+// lookups never touch the database.
+//
+// It is laid out as parallel arrays, not a slice of structs with strings, to stay small at
+// millions of samples: per sample 16 (id) + 4 (label) + 4 (size) + 32 (checksum) + 4 (name
+// offset) bytes plus the file name's bytes, ~85 bytes for names of ~25 characters.
+// An Index is immutable once built and safe for concurrent use.
+type Index struct {
+	labels   []string
+	ids      []uuid.UUID
+	label    []int32
+	size     []uint32
+	checksum [][sha256.Size]byte
+	nameOff  []uint32 // sample i's name is names[nameOff[i]:nameOff[i+1]]
+	names    []byte
+}
+
+// IndexBuilder collects samples for an Index. It is not safe for concurrent use.
+type IndexBuilder struct {
+	labels  []string
+	samples []indexEntry
+}
+
+type indexEntry struct {
+	id       uuid.UUID
+	label    int32
+	size     uint32
+	checksum [sha256.Size]byte
+	name     string
+}
+
+// NewIndexBuilder starts an index of a dataset with the given class names.
+func NewIndexBuilder(labels []string) *IndexBuilder {
+	return &IndexBuilder{labels: slices.Clone(labels)}
+}
+
+// Add adds one sample; its name keeps only the file name after the class directory.
+func (b *IndexBuilder) Add(s store.Sample) error {
+	if s.Label < 0 || s.Label >= len(b.labels) {
+		return fmt.Errorf("sample %s (%s) has label %d, but the dataset has %d classes", s.ID, s.Name, s.Label, len(b.labels))
+	}
+	if s.Size <= 0 || s.Size > math.MaxUint32 {
+		return fmt.Errorf("sample %s (%s) has size %d, outside 1..%d", s.ID, s.Name, s.Size, uint32(math.MaxUint32))
+	}
+	name := s.Name[strings.LastIndexByte(s.Name, '/')+1:]
+	if name == "" || strings.ContainsAny(name, "\x00\n") {
+		return fmt.Errorf("sample %s has an unusable name %q", s.ID, s.Name)
+	}
+	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, name})
+	return nil
+}
+
+// Build returns the index; the builder must not be used afterwards.
+func (b *IndexBuilder) Build() (*Index, error) {
+	slices.SortFunc(b.samples, func(x, y indexEntry) int { return bytes.Compare(x.id[:], y.id[:]) })
+	n := len(b.samples)
+	if n > math.MaxUint32-1 {
+		return nil, fmt.Errorf("%d samples: an index holds at most %d", n, uint32(math.MaxUint32-1))
+	}
+	ix := &Index{
+		labels:   b.labels,
+		ids:      make([]uuid.UUID, n),
+		label:    make([]int32, n),
+		size:     make([]uint32, n),
+		checksum: make([][sha256.Size]byte, n),
+		nameOff:  make([]uint32, n+1),
+	}
+	total := 0
+	for _, s := range b.samples {
+		total += len(s.name)
+	}
+	if total > math.MaxUint32 {
+		return nil, errors.New("sample names exceed 4 GiB in total")
+	}
+	ix.names = make([]byte, 0, total)
+	for i, s := range b.samples {
+		if i > 0 && s.id == b.samples[i-1].id {
+			return nil, fmt.Errorf("sample %s listed twice", s.id)
+		}
+		ix.ids[i], ix.label[i], ix.size[i], ix.checksum[i] = s.id, s.label, s.size, s.checksum
+		ix.nameOff[i] = uint32(len(ix.names))
+		ix.names = append(ix.names, s.name...)
+	}
+	ix.nameOff[n] = uint32(len(ix.names))
+	b.samples = nil
+	return ix, nil
+}
+
+// Len is the number of samples.
+func (ix *Index) Len() int { return len(ix.ids) }
+
+// Labels returns the class names, indexed by label.
+func (ix *Index) Labels() []string { return ix.labels }
+
+// ID is sample i's id.
+func (ix *Index) ID(i uint32) uuid.UUID { return ix.ids[i] }
+
+// Label is sample i's label.
+func (ix *Index) Label(i uint32) int { return int(ix.label[i]) }
+
+// Size is sample i's blob size in bytes.
+func (ix *Index) Size(i uint32) int64 { return int64(ix.size[i]) }
+
+// Name is sample i's file name (without its class directory).
+func (ix *Index) Name(i uint32) string {
+	return string(ix.names[ix.nameOff[i]:ix.nameOff[i+1]])
+}
+
+// NameLen is len(ix.Name(i)) without building the string.
+func (ix *Index) NameLen(i uint32) int { return int(ix.nameOff[i+1] - ix.nameOff[i]) }
+
+// Find returns the canonical index of the sample with the given id.
+func (ix *Index) Find(id uuid.UUID) (uint32, bool) {
+	i, ok := slices.BinarySearchFunc(ix.ids, id, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	return uint32(i), ok
+}
+
+// Verify checks that a blob read for sample i is the sample that was listed: same label,
+// size and checksum. A mismatch wraps store.ErrCorrupt; wrong bytes are never served.
+func (ix *Index) Verify(i uint32, b store.Blob) error {
+	switch {
+	case int64(len(b.Data)) != ix.Size(i):
+		return fmt.Errorf("sample %s: blob has %d bytes, listed %d: %w", ix.ids[i], len(b.Data), ix.Size(i), store.ErrCorrupt)
+	case b.Label != ix.Label(i):
+		return fmt.Errorf("sample %s: blob has label %d, listed %d: %w", ix.ids[i], b.Label, ix.Label(i), store.ErrCorrupt)
+	case sha256.Sum256(b.Data) != ix.checksum[i]:
+		return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest: %w", ix.ids[i], store.ErrCorrupt)
+	}
+	return nil
+}
+
+// Split is a named subset of an index's samples. Members are canonical indices, ascending.
+type Split struct {
+	Name    string
+	Members []uint32
+}
+
+// All is the split holding every sample of ix.
+func All(ix *Index) *Split {
+	m := make([]uint32, ix.Len())
+	for i := range m {
+		m[i] = uint32(i)
+	}
+	return &Split{Name: "all", Members: m}
+}
+
+// Epoch is one epoch's order of a split, with what directory listings need.
+type Epoch struct {
+	N       uint64
+	Order   []uint32   // position → canonical sample index
+	ByClass [][]uint32 // label → positions of that label's samples, ascending
+}
+
+// NewEpoch computes epoch n of split s over ix with the given seed.
+func NewEpoch(ix *Index, s *Split, seed, n uint64) *Epoch {
+	p := Permutation(len(s.Members), s.Name, seed, n)
+	e := &Epoch{N: n, Order: p, ByClass: make([][]uint32, len(ix.labels))}
+	counts := make([]int, len(ix.labels))
+	for k, m := range p {
+		p[k] = s.Members[m] // in place: p[k] is read once, before it is overwritten
+		counts[ix.label[p[k]]]++
+	}
+	for c, cnt := range counts {
+		e.ByClass[c] = make([]uint32, 0, cnt)
+	}
+	for pos, i := range p {
+		c := ix.label[i]
+		e.ByClass[c] = append(e.ByClass[c], uint32(pos))
+	}
+	return e
+}
