@@ -82,7 +82,7 @@ type FS struct {
 	log        *slog.Logger
 	errLog     errorLog
 	views      *lru.Cache[viewKey, *epochView]
-	mtime      uint64 // every entry's times: when the filesystem was made
+	mtime      uint64     // every entry's times: when the filesystem was made
 	viewMu     sync.Mutex // serializes computing a missing view
 }
 
