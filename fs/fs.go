@@ -108,7 +108,7 @@ func New(cfg Config) *FS {
 	}
 	views, _ := lru.New[viewKey, *epochView](cfg.EpochViews)
 	f := &FS{cfg: cfg, ix: cfg.Index, log: cfg.Logger, views: views, mtime: uint64(time.Now().Unix())}
-	f.errLog.log = cfg.Logger
+	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	f.classNames = ClassNames(cfg.Index.Labels())
 	return f
 }

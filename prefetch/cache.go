@@ -15,8 +15,8 @@
 //
 // # Errors
 //
-// A failed fetch is returned to every waiter as the same *FetchError, so whoever maps it to
-// an errno can log the cause once per failure (FetchError.FirstReport), not once per READ.
+// A failed fetch is returned to every waiter as a *FetchError naming the sample; failures
+// are not cached, so the next Get tries again.
 package prefetch
 
 import (
@@ -35,14 +35,10 @@ type Fetch func(ctx context.Context, i uint32) ([]byte, error)
 type FetchError struct {
 	Sample uint32
 	Err    error
-	logged atomic.Bool
 }
 
 func (e *FetchError) Error() string { return fmt.Sprintf("fetch sample #%d: %v", e.Sample, e.Err) }
 func (e *FetchError) Unwrap() error { return e.Err }
-
-// FirstReport reports true exactly once per failure: the caller that should log it.
-func (e *FetchError) FirstReport() bool { return e.logged.CompareAndSwap(false, true) }
 
 // CacheOptions configure a Cache.
 type CacheOptions struct {

@@ -2,6 +2,7 @@ package splits
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -143,6 +144,29 @@ func (ix *Index) Verify(i uint32, b store.Blob) error {
 		return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest: %w", ix.ids[i], store.ErrCorrupt)
 	}
 	return nil
+}
+
+// LoadIndex builds the index of st's dataset with one metadata scan.
+func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
+	labels, err := st.Labels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(labels) == 0 {
+		return nil, fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
+	}
+	b := NewIndexBuilder(labels)
+	if err := st.Scan(ctx, b.Add); err != nil {
+		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), err)
+	}
+	ix, err := b.Build()
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q: %w", st.Dataset(), err)
+	}
+	if ix.Len() == 0 {
+		return nil, fmt.Errorf("dataset %q has no samples: ingest data into it first", st.Dataset())
+	}
+	return ix, nil
 }
 
 // Split is a named subset of an index's samples. Members are canonical indices, ascending.

@@ -119,22 +119,13 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	}
 	defer st.Close()
 	start := time.Now()
-	ix, err := loadIndex(ctx, st)
+	ix, err := splits.LoadIndex(ctx, st)
 	if err != nil {
 		return err
 	}
 	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
 
-	cache := prefetch.NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
-		b, err := st.Get(ctx, ix.ID(i), make([]byte, 0, ix.Size(i)))
-		if err != nil {
-			return nil, err
-		}
-		if err := ix.Verify(i, b); err != nil {
-			return nil, err
-		}
-		return b.Data, nil
-	}, prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
+	cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
 	defer cache.Close()
 
 	filesystem := cfs.New(cfs.Config{
@@ -185,28 +176,6 @@ func unmount(dir string, clean func() error, served <-chan struct{}, log *slog.L
 		return fmt.Errorf("unmount %s: %v; detach: %w", dir, err, derr)
 	}
 	return nil
-}
-
-func loadIndex(ctx context.Context, st store.Store) (*splits.Index, error) {
-	labels, err := st.Labels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(labels) == 0 {
-		return nil, fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
-	}
-	b := splits.NewIndexBuilder(labels)
-	if err := st.Scan(ctx, b.Add); err != nil {
-		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), err)
-	}
-	ix, err := b.Build()
-	if err != nil {
-		return nil, fmt.Errorf("dataset %q: %w", st.Dataset(), err)
-	}
-	if ix.Len() == 0 {
-		return nil, fmt.Errorf("dataset %q has no samples: ingest data into it first", st.Dataset())
-	}
-	return ix, nil
 }
 
 // prepareMountpoint checks dir, recovers a mount left by a crashed cassfs, and refuses one

@@ -1,0 +1,481 @@
+package fs_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// fixture is a dataset in the in-memory store, its index and its blobs by name.
+type fixture struct {
+	st    *store.Memory
+	ix    *splits.Index
+	blobs map[string][]byte // "<class>/<file>" → content
+}
+
+func newFixture(t testing.TB, n int, classes []string, opts store.MemoryOptions) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st := store.NewMemory("test", opts)
+	st.SetLabels(ctx, classes)
+	f := &fixture{st: st, blobs: map[string][]byte{}}
+	for i := range n {
+		c := (i * 7 / 3) % len(classes)
+		ext := ".jpg"
+		if i%5 == 0 {
+			ext = ".png"
+		}
+		name := fmt.Sprintf("%s/img %04d%s", classes[c], i, ext) // a space, as real datasets have
+		data := bytes.Repeat([]byte(name), 50+i%40)
+		if err := st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: c, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data); err != nil {
+			t.Fatal(err)
+		}
+		f.blobs[name] = data
+	}
+	ix, err := splits.LoadIndex(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ix = ix
+	return f
+}
+
+type mountOpts struct {
+	seed   uint64
+	logger *slog.Logger
+	cache  *prefetch.Cache
+}
+
+// mount serves the fixture at a new directory until the test ends.
+func (f *fixture) mount(t testing.TB, o mountOpts) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with DirectMount needs root")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skipf("no FUSE: %v", err)
+	}
+	cache := o.cache
+	if cache == nil {
+		cache = prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 20})
+	}
+	t.Cleanup(cache.Close)
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	dir := t.TempDir()
+	server, err := cfs.Mount(dir, cfs.New(cfs.Config{
+		Index:  f.ix,
+		Splits: []*splits.Split{splits.All(f.ix)},
+		Seed:   o.seed,
+		Blobs:  cache.Get,
+		Logger: logger,
+	}), cfs.MountOptions{FsName: "cassfs:test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := server.Unmount(); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func readNames(t *testing.T, dir string) ([]string, []os.DirEntry) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1) // directory order, not sorted
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, entries
+}
+
+var classes = []string{"cat", "dog", "zebra"}
+
+func TestTreeShape(t *testing.T) {
+	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	mnt := f.mount(t, mountOpts{})
+
+	if names, _ := readNames(t, mnt); !slices.Equal(names, []string{"all", "by-uuid"}) {
+		t.Errorf("root lists %q", names)
+	}
+	names, _ := readNames(t, filepath.Join(mnt, "all"))
+	if len(names) != 10 || names[0] != "epoch-0" || names[9] != "epoch-9" {
+		t.Errorf("split lists %q, want epoch-0..epoch-9", names)
+	}
+	// Any epoch resolves, listed or not; malformed ones do not.
+	for _, name := range []string{"epoch-0", "epoch-123456"} {
+		if fi, err := os.Stat(filepath.Join(mnt, "all", name)); err != nil || !fi.IsDir() {
+			t.Errorf("stat %s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"epoch-01", "epoch--1", "epoch-", "epoch-x", "Epoch-1", "train"} {
+		if _, err := os.Stat(filepath.Join(mnt, "all", name)); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("stat all/%s: %v, want ENOENT", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "nosplit")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat of an unknown split: %v, want ENOENT", err)
+	}
+
+	// An epoch root: only class directories (label order) and file_list.txt, with d_type.
+	root := filepath.Join(mnt, "all", "epoch-3")
+	names, entries := readNames(t, root)
+	if want := []string{"cat", "dog", "file_list.txt", "zebra"}; !slices.Equal(names, want) {
+		t.Fatalf("epoch root lists %q, want %q", names, want)
+	}
+	for _, e := range entries {
+		if wantDir := e.Name() != "file_list.txt"; e.IsDir() != wantDir || (!wantDir && !e.Type().IsRegular()) {
+			t.Errorf("%s: d_type %v", e.Name(), e.Type())
+		}
+		if _, err := os.Stat(filepath.Join(root, e.Name())); err != nil {
+			t.Errorf("stat of root entry %s: %v", e.Name(), err)
+		}
+	}
+
+	// Class directories: regular files only, names sorted bytewise in listing order, with
+	// zero-padded positions; every sample exactly once across classes.
+	seen := map[string]bool{}
+	for label, c := range classes {
+		names, entries := readNames(t, filepath.Join(root, c))
+		if !slices.IsSorted(names) {
+			t.Errorf("class %s does not list in bytewise order", c)
+		}
+		for k, e := range entries {
+			if !e.Type().IsRegular() {
+				t.Errorf("%s/%s: d_type %v", c, e.Name(), e.Type())
+			}
+			pos, base, _ := strings.Cut(e.Name(), "_")
+			if len(pos) != 3 {
+				t.Errorf("%s: position %q not zero-padded to 3 digits", e.Name(), pos)
+			}
+			orig := c + "/" + base
+			if _, ok := f.blobs[orig]; !ok || seen[orig] {
+				t.Errorf("%s/%s: not a sample of this class, or listed twice", c, e.Name())
+			}
+			seen[orig] = true
+			i, _ := f.ix.Find(store.SampleID("test", orig))
+			if f.ix.Label(i) != label {
+				t.Errorf("%s listed under class %d", orig, label)
+			}
+			if k > 0 && names[k-1] >= names[k] {
+				t.Errorf("names not strictly ascending at %s", names[k])
+			}
+		}
+		// No nested directories anywhere below.
+		if _, err := os.Stat(filepath.Join(root, c, "nested")); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("unknown name in class dir: %v, want ENOENT", err)
+		}
+	}
+	if len(seen) != len(f.blobs) {
+		t.Errorf("the classes of an epoch list %d samples, want %d", len(seen), len(f.blobs))
+	}
+}
+
+// epochOrder returns the sample names of an epoch of the all split, in file_list order,
+// checking every line's form.
+func epochOrder(t *testing.T, mnt string, epoch int) []string {
+	t.Helper()
+	root := filepath.Join(mnt, "all", "epoch-"+strconv.Itoa(epoch))
+	data, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(root, "file_list.txt"))
+	if fi.Size() != int64(len(data)) {
+		t.Errorf("file_list.txt: stat size %d, content %d bytes", fi.Size(), len(data))
+	}
+	var order []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for k := 0; sc.Scan(); k++ {
+		line := sc.Text()
+		sp := strings.LastIndexByte(line, ' ')
+		path, label := line[:sp], line[sp+1:]
+		class, name, _ := strings.Cut(path, "/")
+		if want := strconv.Itoa(slices.Index(classes, class)); label != want {
+			t.Errorf("line %d %q: label %s, want %s", k, line, label, want)
+		}
+		if pos, _, _ := strings.Cut(name, "_"); pos != fmt.Sprintf("%03d", k) {
+			t.Errorf("line %d %q: position prefix %s", k, line, pos)
+		}
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			t.Errorf("line %d names %s, which does not resolve: %v", k, path, err)
+		}
+		order = append(order, class+"/"+name[strings.IndexByte(name, '_')+1:])
+	}
+	return order
+}
+
+func TestEpochOrderIsTheDocumentedPermutation(t *testing.T) {
+	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	mnt := f.mount(t, mountOpts{seed: 5})
+	for epoch := range 3 {
+		got := epochOrder(t, mnt, epoch)
+		p := splits.Permutation(f.ix.Len(), "all", 5, uint64(epoch))
+		var want []string
+		for _, k := range p {
+			i := uint32(k) // the all split's members are the canonical order
+			want = append(want, classes[f.ix.Label(i)]+"/"+f.ix.Name(i))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("epoch %d: file_list order is not Permutation(n, all, 5, %d) over ascending ids", epoch, epoch)
+		}
+	}
+	if slices.Equal(epochOrder(t, mnt, 0), epochOrder(t, mnt, 1)) {
+		t.Error("epochs 0 and 1 have the same order")
+	}
+	// Listing again, and another mount with the same seed, give the same names.
+	a, _ := readNames(t, filepath.Join(mnt, "all", "epoch-0", "dog"))
+	b, _ := readNames(t, filepath.Join(mnt, "all", "epoch-0", "dog"))
+	other := f.mount(t, mountOpts{seed: 5})
+	c, _ := readNames(t, filepath.Join(other, "all", "epoch-0", "dog"))
+	if !slices.Equal(a, b) || !slices.Equal(a, c) {
+		t.Error("the same epoch directory listed differently")
+	}
+	if !slices.Equal(epochOrder(t, mnt, 2), epochOrder(t, other, 2)) {
+		t.Error("two mounts with the same seed disagree on epoch 2")
+	}
+}
+
+func TestContentSizesAndInodes(t *testing.T) {
+	f := newFixture(t, 90, classes, store.MemoryOptions{})
+	mnt := f.mount(t, mountOpts{})
+	inodes := map[string]uint64{}
+	for _, epoch := range []string{"epoch-0", "epoch-7"} {
+		for _, c := range classes {
+			dir := filepath.Join(mnt, "all", epoch, c)
+			names, _ := readNames(t, dir)
+			for _, name := range names {
+				p := filepath.Join(dir, name)
+				orig := c + "/" + name[strings.IndexByte(name, '_')+1:]
+				var st syscall.Stat_t
+				if err := syscall.Stat(p, &st); err != nil {
+					t.Fatal(err)
+				}
+				if st.Size != int64(len(f.blobs[orig])) || st.Size == 0 {
+					t.Errorf("%s: size %d, blob %d", p, st.Size, len(f.blobs[orig]))
+				}
+				if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+					t.Errorf("%s: mode %o", p, st.Mode)
+				}
+				if prev, ok := inodes[orig]; ok && prev != st.Ino {
+					t.Errorf("%s: inode %d in %s, %d in another epoch", orig, st.Ino, epoch, prev)
+				}
+				inodes[orig] = st.Ino
+				data, err := os.ReadFile(p)
+				if err != nil || !bytes.Equal(data, f.blobs[orig]) {
+					t.Errorf("%s: read %d bytes (%v), differ from the stored blob", p, len(data), err)
+				}
+			}
+		}
+	}
+	// by-uuid shows the same inode and content.
+	for orig, ino := range inodes {
+		id := store.SampleID("test", orig)
+		p := filepath.Join(mnt, "by-uuid", id.String()+filepath.Ext(orig))
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil || st.Ino != ino {
+			t.Errorf("by-uuid %s: inode %d (%v), want %d", p, st.Ino, err, ino)
+		}
+	}
+	names, _ := readNames(t, filepath.Join(mnt, "by-uuid"))
+	if len(names) != len(f.blobs) {
+		t.Errorf("by-uuid lists %d, want %d", len(names), len(f.blobs))
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "by-uuid", uuid.New().String()+".jpg")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("unknown uuid: %v, want ENOENT", err)
+	}
+}
+
+func TestMmapPrivate(t *testing.T) {
+	f := newFixture(t, 10, classes, store.MemoryOptions{})
+	mnt := f.mount(t, mountOpts{})
+	dir := filepath.Join(mnt, "all", "epoch-0", "cat")
+	names, _ := readNames(t, dir)
+	for _, name := range names {
+		fd, err := syscall.Open(filepath.Join(dir, name), syscall.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		syscall.Fstat(fd, &st)
+		m, err := syscall.Mmap(fd, 0, int(st.Size), syscall.PROT_READ, syscall.MAP_PRIVATE)
+		syscall.Close(fd) // DALI closes right after mapping
+		if err != nil {
+			t.Fatalf("mmap %s: %v", name, err)
+		}
+		if !bytes.Equal(m, f.blobs["cat/"+name[strings.IndexByte(name, '_')+1:]]) {
+			t.Errorf("mmap of %s differs from the blob", name)
+		}
+		syscall.Munmap(m)
+	}
+}
+
+func TestReadOnly(t *testing.T) {
+	f := newFixture(t, 10, classes, store.MemoryOptions{})
+	mnt := f.mount(t, mountOpts{})
+	dir := filepath.Join(mnt, "all", "epoch-0", "cat")
+	names, _ := readNames(t, dir)
+	for _, op := range []func() error{
+		func() error { return os.WriteFile(filepath.Join(dir, "new.jpg"), []byte("x"), 0o644) },
+		func() error {
+			_, err := os.OpenFile(filepath.Join(dir, names[0]), os.O_WRONLY, 0)
+			return err
+		},
+		func() error { return os.Remove(filepath.Join(dir, names[0])) },
+		func() error { return os.Mkdir(filepath.Join(mnt, "all", "x"), 0o755) },
+	} {
+		if err := op(); !errors.Is(err, syscall.EROFS) {
+			t.Errorf("write operation: %v, want EROFS", err)
+		}
+	}
+}
+
+func TestConcurrentReadsFetchOnce(t *testing.T) {
+	f := newFixture(t, 30, classes, store.MemoryOptions{Latency: func(uuid.UUID) time.Duration { return 20 * time.Millisecond }})
+	mnt := f.mount(t, mountOpts{})
+	dir := filepath.Join(mnt, "all", "epoch-0", "dog")
+	names, _ := readNames(t, dir)
+	var wg sync.WaitGroup
+	for range 8 {
+		for _, name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := os.ReadFile(filepath.Join(dir, name)); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if got := f.st.Gets(); got != len(names) {
+		t.Errorf("8 readers of %d files made %d fetches, want %d", len(names), got, len(names))
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFailuresAreEIOLoggedOnce(t *testing.T) {
+	down := errors.New("database down")
+	var failing sync.Map
+	f := newFixture(t, 30, classes, store.MemoryOptions{FailGet: func(id uuid.UUID) error {
+		if _, ok := failing.Load(id); ok {
+			return down
+		}
+		return nil
+	}})
+	var logs syncBuffer
+	mnt := f.mount(t, mountOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	dir := filepath.Join(mnt, "all", "epoch-0", "zebra")
+	names, _ := readNames(t, dir)
+	bad := names[0]
+	orig := "zebra/" + bad[strings.IndexByte(bad, '_')+1:]
+	id := store.SampleID("test", orig)
+	failing.Store(id, true)
+	if _, err := os.ReadFile(filepath.Join(dir, bad)); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with the database down: %v, want EIO", err)
+	}
+	if n := strings.Count(logs.String(), `msg="I/O error"`); n != 1 || !strings.Contains(logs.String(), id.String()) {
+		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "database down") {
+		t.Errorf("the log lacks the cause:\n%s", logs.String())
+	}
+	// Once the database is back, the same file reads.
+	failing.Delete(id)
+	if data, err := os.ReadFile(filepath.Join(dir, bad)); err != nil || !bytes.Equal(data, f.blobs[orig]) {
+		t.Errorf("read after recovery: %v", err)
+	}
+}
+
+func TestCorruptBlobIsEIO(t *testing.T) {
+	f := newFixture(t, 12, classes, store.MemoryOptions{})
+	// Rewrite one blob behind the index's back: same size, other bytes.
+	name := "cat/img 0000.png"
+	i, _ := f.ix.Find(store.SampleID("test", name))
+	data := slices.Clone(f.blobs[name])
+	data[10] ^= 0xff
+	f.st.Put(context.Background(), store.Sample{ID: f.ix.ID(i), Label: f.ix.Label(i), Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data)
+	var logs syncBuffer
+	mnt := f.mount(t, mountOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p := filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".png")
+	if _, err := os.ReadFile(p); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read of a corrupt blob: %v, want EIO", err)
+	}
+	if !strings.Contains(logs.String(), "checksum") {
+		t.Errorf("the log does not name the checksum mismatch:\n%s", logs.String())
+	}
+}
+
+func TestClassNames(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}},
+		{[]string{"b", "a"}, []string{"0_b", "1_a"}},
+		{[]string{"x", ".hidden", "y"}, []string{"0_x", "1_class", "2_y"}},
+		{make([]string, 11), nil},
+	} {
+		got := cfs.ClassNames(tc.in)
+		if tc.want == nil {
+			if got[0] != "00_class" || got[10] != "10_class" {
+				t.Errorf("ClassNames(11 empty) = %q", got)
+			}
+			continue
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ClassNames(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

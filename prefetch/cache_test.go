@@ -1,0 +1,197 @@
+package prefetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// blobOf is sample i's content in these tests: i+1 bytes of value i.
+func blobOf(i uint32, size int) []byte {
+	b := make([]byte, size)
+	for k := range b {
+		b[k] = byte(i)
+	}
+	return b
+}
+
+func TestConcurrentGetsShareOneFetch(t *testing.T) {
+	var fetches atomic.Int64
+	release := make(chan struct{})
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		fetches.Add(1)
+		<-release
+		return blobOf(i, 100), nil
+	}, CacheOptions{MaxBytes: 1 << 20})
+	defer c.Close()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, err := c.Get(context.Background(), 7)
+			if err != nil || len(data) != 100 || data[0] != 7 {
+				t.Errorf("Get = %d bytes, %v", len(data), err)
+			}
+		}()
+	}
+	// Wait until all 50 joined the one fetch, then let it finish.
+	for c.Stats().Misses+c.Stats().Waits < 50 {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("50 concurrent Gets made %d fetches, want 1", n)
+	}
+	if _, err := c.Get(context.Background(), 7); err != nil || c.Stats().Hits != 1 {
+		t.Errorf("a Get after the fetch: %v, hits %d; want a hit", err, c.Stats().Hits)
+	}
+}
+
+func TestByteBoundHolds(t *testing.T) {
+	const bound = 10_000
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		return blobOf(i, 500+int(i%7)*300), nil
+	}, CacheOptions{MaxBytes: bound})
+	defer c.Close()
+	for i := range uint32(500) {
+		data, err := c.Get(context.Background(), i%60)
+		if err != nil || data[0] != byte(i%60) {
+			t.Fatalf("Get(%d): wrong content or %v", i%60, err)
+		}
+		if s := c.Stats(); s.Bytes > bound {
+			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+		}
+	}
+	if c.Stats().Evictions == 0 {
+		t.Errorf("no evictions although the working set exceeds the bound")
+	}
+	// A blob larger than the bound is served but not kept.
+	big := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 2*bound), nil }, CacheOptions{MaxBytes: bound})
+	defer big.Close()
+	if data, err := big.Get(context.Background(), 1); err != nil || len(data) != 2*bound {
+		t.Fatalf("oversized Get: %d bytes, %v", len(data), err)
+	}
+	if s := big.Stats(); s.Bytes != 0 {
+		t.Errorf("oversized blob cached: %d bytes", s.Bytes)
+	}
+}
+
+func TestFailureIsShared(t *testing.T) {
+	cause := errors.New("node down")
+	release := make(chan struct{})
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		<-release
+		return nil, cause
+	}, CacheOptions{})
+	defer c.Close()
+	errs := make(chan error, 10)
+	for range 10 {
+		go func() { _, err := c.Get(context.Background(), 3); errs <- err }()
+	}
+	for c.Stats().Misses+c.Stats().Waits < 10 {
+		runtime.Gosched()
+	}
+	close(release)
+	for range 10 {
+		err := <-errs
+		var fe *FetchError
+		if !errors.As(err, &fe) || !errors.Is(err, cause) || fe.Sample != 3 {
+			t.Fatalf("error %v: want a FetchError for sample 3 wrapping the cause", err)
+		}
+	}
+	if n := c.Stats().FetchErrors; n != 1 {
+		t.Errorf("10 waiters on one failing fetch: %d fetch errors, want 1", n)
+	}
+	// A failure is not cached: the next Get fetches again.
+	if _, err := c.Get(context.Background(), 3); !errors.Is(err, cause) || c.Stats().Misses != 2 {
+		t.Errorf("Get after a failure: %v with %d misses; want a new fetch", err, c.Stats().Misses)
+	}
+}
+
+func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
+	release := make(chan struct{})
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		select {
+		case <-release:
+			return blobOf(i, 10), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}, CacheOptions{})
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error)
+	go func() { _, err := c.Get(ctx, 1); first <- err }()
+	for c.Stats().Misses < 1 {
+		runtime.Gosched()
+	}
+	second := make(chan error)
+	go func() { _, err := c.Get(context.Background(), 1); second <- err }()
+	for c.Stats().Waits < 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled Get: %v, want context.Canceled", err)
+	}
+	close(release)
+	if err := <-second; err != nil {
+		t.Errorf("the other waiter failed with %v when the first gave up", err)
+	}
+}
+
+func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		<-ctx.Done() // a fetch that only ends when cancelled
+		return nil, ctx.Err()
+	}, CacheOptions{})
+	var wg sync.WaitGroup
+	for i := range uint32(20) {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Get(context.Background(), i) }()
+	}
+	for c.Stats().InFlight < 20 {
+		runtime.Gosched()
+	}
+	c.Close()
+	wg.Wait()
+	if _, err := c.Get(context.Background(), 1); err == nil {
+		t.Error("Get after Close succeeded")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Errorf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+func BenchmarkCacheHit(b *testing.B) {
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 110_000), nil }, CacheOptions{})
+	defer c.Close()
+	for i := range uint32(1000) {
+		c.Get(context.Background(), i)
+	}
+	b.SetBytes(110_000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := uint32(0)
+		for pb.Next() {
+			if _, err := c.Get(context.Background(), i%1000); err != nil {
+				b.Fatal(fmt.Sprint(err))
+			}
+			i++
+		}
+	})
+}

@@ -1,0 +1,119 @@
+package splits
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/cassfs/cassfs/store"
+)
+
+func testIndex(t testing.TB, n, classes int) *Index {
+	t.Helper()
+	var labels []string
+	for c := range classes {
+		labels = append(labels, fmt.Sprintf("c%d", c))
+	}
+	b := NewIndexBuilder(labels)
+	for i := range n {
+		name := fmt.Sprintf("c%d/img%d.jpg", i%classes, i)
+		data := []byte(name)
+		if err := b.Add(store.Sample{ID: store.SampleID("ds", name), Label: i % classes, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+func TestIndexCanonicalOrderAndLookup(t *testing.T) {
+	ix := testIndex(t, 500, 3)
+	for i := range uint32(ix.Len()) {
+		if prev, cur := ix.ID(max(i, 1)-1), ix.ID(i); i > 0 && bytes.Compare(prev[:], cur[:]) >= 0 {
+			t.Fatalf("ids not ascending at %d", i)
+		}
+		j, ok := ix.Find(ix.ID(i))
+		if !ok || j != i {
+			t.Fatalf("Find(ID(%d)) = %d, %v", i, j, ok)
+		}
+		name := fmt.Sprintf("c%d/%s", ix.Label(i), ix.Name(i))
+		if ix.ID(i) != store.SampleID("ds", name) || ix.NameLen(i) != len(ix.Name(i)) {
+			t.Fatalf("sample %d: name %q does not belong to its id", i, name)
+		}
+	}
+	if _, ok := ix.Find(store.SampleID("ds", "nope")); ok {
+		t.Error("Find found a missing id")
+	}
+}
+
+func TestIndexVerify(t *testing.T) {
+	ix := testIndex(t, 10, 2)
+	i := uint32(3)
+	good := []byte(fmt.Sprintf("c%d/%s", ix.Label(i), ix.Name(i)))
+	if err := ix.Verify(i, store.Blob{Label: ix.Label(i), Data: good}); err != nil {
+		t.Fatalf("Verify(good) = %v", err)
+	}
+	bad := slices.Clone(good)
+	bad[0] ^= 1
+	for _, b := range []store.Blob{
+		{Label: ix.Label(i), Data: bad},
+		{Label: ix.Label(i), Data: good[1:]},
+		{Label: 1 - ix.Label(i), Data: good},
+	} {
+		if err := ix.Verify(i, b); !errors.Is(err, store.ErrCorrupt) {
+			t.Errorf("Verify(%q, label %d) = %v, want ErrCorrupt", b.Data, b.Label, err)
+		}
+	}
+}
+
+func TestIndexRejectsBadSamples(t *testing.T) {
+	b := NewIndexBuilder([]string{"a"})
+	for _, s := range []store.Sample{
+		{Label: 1, Name: "a/x.jpg", Size: 1},
+		{Label: -1, Name: "a/x.jpg", Size: 1},
+		{Label: 0, Name: "a/x.jpg", Size: 0},
+		{Label: 0, Name: "a/", Size: 1},
+		{Label: 0, Name: "a/x\n.jpg", Size: 1},
+	} {
+		if err := b.Add(s); err == nil {
+			t.Errorf("Add(%+v) accepted a bad sample", s)
+		}
+	}
+}
+
+func TestEpochByClass(t *testing.T) {
+	ix := testIndex(t, 300, 4)
+	s := All(ix)
+	e := NewEpoch(ix, s, 9, 2)
+	if !isPermutation(e.Order) {
+		t.Fatal("epoch order of the all split is not a permutation")
+	}
+	total := 0
+	for c, positions := range e.ByClass {
+		if !slices.IsSorted(positions) {
+			t.Errorf("class %d positions not ascending", c)
+		}
+		for _, p := range positions {
+			if ix.Label(e.Order[p]) != c {
+				t.Errorf("position %d listed under class %d holds label %d", p, c, ix.Label(e.Order[p]))
+			}
+		}
+		total += len(positions)
+	}
+	if total != ix.Len() {
+		t.Errorf("classes list %d positions, want %d", total, ix.Len())
+	}
+	// A subset split permutes its members only.
+	sub := &Split{Name: "sub", Members: []uint32{3, 10, 11, 200}}
+	se := NewEpoch(ix, sub, 9, 2)
+	got := slices.Clone(se.Order)
+	slices.Sort(got)
+	if !slices.Equal(got, sub.Members) {
+		t.Errorf("subset epoch visits %v, want the members %v", got, sub.Members)
+	}
+}
