@@ -68,7 +68,14 @@ func run(m *testing.M) int {
 			}()
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if shared != nil {
+		dropKeyspace(shared.name)
+	}
+	if sharedDir != "" {
+		os.RemoveAll(sharedDir)
+	}
+	return code
 }
 
 // newDataset returns a fresh dataset name and drops the dataset when the test ends.
@@ -78,15 +85,31 @@ func newDataset(t testing.TB, prefix string) string {
 	rand.Read(b)
 	name := prefix + "_" + hex.EncodeToString(b)
 	t.Cleanup(func() {
-		s := cql(t, "")
-		defer s.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := s.Query("DROP KEYSPACE IF EXISTS " + name).WithContext(ctx).Exec(); err != nil {
+		if err := dropKeyspace(name); err != nil {
 			t.Errorf("drop dataset %s: %v", name, err)
 		}
 	})
 	return name
+}
+
+func dropKeyspace(name string) error {
+	cl := gocql.NewCluster(hosts...)
+	cl.ProtoVersion = 4
+	cl.Timeout = time.Minute
+	s, err := cl.CreateSession()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Query("DROP KEYSPACE IF EXISTS " + name).Exec()
+}
+
+func openStoreNoCleanup(dataset string) *store.Cassandra {
+	st, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: dataset, Timeout: 20 * time.Second})
+	if err != nil {
+		panic(err)
+	}
+	return st
 }
 
 // cql opens a plain session for checks behind cassfs's back.

@@ -1,0 +1,256 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/splits"
+)
+
+// pythonBin is the Python with DALI and torchvision (e2e/python-env.sh), set up on first use.
+var (
+	pythonOnce sync.Once
+	pythonBin  string
+	pythonErr  error
+)
+
+func python(t testing.TB) string {
+	t.Helper()
+	pythonOnce.Do(func() {
+		cmd := exec.Command("./python-env.sh")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		pythonBin, pythonErr = strings.TrimSpace(string(out)), err
+	})
+	if pythonErr != nil {
+		t.Fatalf("python-env.sh: %v", pythonErr)
+	}
+	return pythonBin
+}
+
+// runPython runs a reader script and decodes its JSON output into v.
+func runPython(t testing.TB, v any, script string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, python(t), append([]string{filepath.Join("readers", script)}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", script, args, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("%s output: %v\n%s", script, err, out)
+	}
+}
+
+// srcDataset is one generated and ingested dataset shared by the filesystem tests (dropped
+// by TestMain).
+type srcDataset struct {
+	name   string
+	root   string            // the generated ImageFolder tree
+	sha    map[string]string // "<class>/<file>" → sha256 of the file
+	byHash map[string]string // sha256 → "<class>/<file>"
+	ix     *splits.Index
+}
+
+var (
+	sharedOnce sync.Once
+	shared     *srcDataset
+	sharedErr  error
+	sharedDir  string
+)
+
+const sharedCount = 300
+
+func sharedDataset(t testing.TB) *srcDataset {
+	t.Helper()
+	sharedOnce.Do(func() { shared, sharedErr = makeShared(t) })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return shared
+}
+
+func makeShared(t testing.TB) (*srcDataset, error) {
+	dir, err := os.MkdirTemp("", "cassfs-e2e-data-")
+	if err != nil {
+		return nil, err
+	}
+	sharedDir = dir
+	if r := cassfs(t, "gen", "--out", dir, "--count", "300", "--classes", "4", "--seed", "3"); r.code != 0 {
+		return nil, errors.New("gen: " + r.String())
+	}
+	d := &srcDataset{name: "fs_shared", root: filepath.Join(dir, "images"), sha: map[string]string{}, byHash: map[string]string{}}
+	dropKeyspace(d.name)
+	if r := cassfs(t, "ingest", "-d", d.name, "--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
+		return nil, errors.New("ingest: " + r.String())
+	}
+	err = filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(d.root, p)
+		sum := sha256.Sum256(data)
+		d.sha[rel] = hex.EncodeToString(sum[:])
+		d.byHash[d.sha[rel]] = rel
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	st := openStoreNoCleanup(d.name)
+	defer st.Close()
+	if d.ix, err = splits.LoadIndex(context.Background(), st); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// class is the class directory of a "<class>/<file>" path.
+func class(rel string) string { return rel[:strings.IndexByte(rel, '/')] }
+
+// mounted is a cassfs mount process.
+type mounted struct {
+	dir    string
+	cmd    *exec.Cmd
+	stderr *syncBuf
+	done   chan error
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startMount runs "cassfs mount" on a new directory and waits until the tree is there. The
+// test's cleanup stops it with SIGTERM and requires a clean exit with nothing left mounted.
+func startMount(t testing.TB, dataset string, args ...string) *mounted {
+	t.Helper()
+	return startMountAt(t, t.TempDir(), dataset, args...)
+}
+
+func startMountAt(t testing.TB, dir, dataset string, args ...string) *mounted {
+	t.Helper()
+	m := &mounted{dir: dir, stderr: &syncBuf{}, done: make(chan error, 1)}
+	m.cmd = exec.Command(cassfsBin, append([]string{"mount", "-d", dataset}, append(args, dir)...)...)
+	m.cmd.Env = append(os.Environ(), "CASSFS_HOSTS="+strings.Join(hosts, ","))
+	m.cmd.Stderr = m.stderr
+	if err := m.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { m.done <- m.cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	// Serving, not just mounted: a stale mount left by a killed cassfs is mounted too.
+	for !isMounted(dir) || !serving(dir) {
+		select {
+		case err := <-m.done:
+			t.Fatalf("cassfs mount exited before mounting: %v\n%s", err, m.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			m.cmd.Process.Kill()
+			t.Fatalf("cassfs mount did not mount within 60s:\n%s", m.stderr.String())
+		}
+	}
+	t.Cleanup(func() { m.stop(t) })
+	return m
+}
+
+// stop sends SIGTERM and requires a clean exit and no mount left behind.
+func (m *mounted) stop(t testing.TB) {
+	t.Helper()
+	if m.cmd.ProcessState != nil {
+		return
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-m.done:
+		if err != nil {
+			t.Errorf("cassfs mount exited with %v after SIGTERM:\n%s", err, m.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		m.cmd.Process.Kill()
+		t.Errorf("cassfs mount did not exit within 30s of SIGTERM:\n%s", m.stderr.String())
+	}
+	if isMounted(m.dir) {
+		t.Errorf("%s is still mounted after cassfs exited", m.dir)
+		syscall.Unmount(m.dir, syscall.MNT_DETACH)
+	}
+}
+
+func serving(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "all"))
+	return err == nil
+}
+
+// isMounted reports whether a FUSE filesystem of cassfs is mounted at dir.
+func isMounted(dir string) bool {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && fields[4] == dir && strings.Contains(sc.Text(), "fuse.cassfs") {
+			return true
+		}
+	}
+	return false
+}
+
+// fileList reads an epoch's file_list.txt as (path, label) lines.
+func fileList(t testing.TB, root string) (paths []string, labels []string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		sp := strings.LastIndexByte(line, ' ')
+		paths = append(paths, line[:sp])
+		labels = append(labels, line[sp+1:])
+	}
+	return paths, labels
+}
+
+// origName maps "<class>/<pos>_<file>" in a mount to the source path "<class>/<file>".
+func origName(p string) string {
+	c, name, _ := strings.Cut(p, "/")
+	return c + "/" + name[strings.IndexByte(name, '_')+1:]
+}

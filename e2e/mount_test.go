@@ -1,0 +1,365 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/splits"
+)
+
+func sh(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
+
+// TestShellTools: ls, ls -l, find, du, stat, cat and sha256sum behave, and every file's
+// content equals the ingested file.
+func TestShellTools(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name)
+	root := filepath.Join(m.dir, "all", "epoch-0")
+
+	if got := strings.Fields(sh(t, m.dir, "ls")); !slices.Equal(got, []string{"all", "by-uuid"}) {
+		t.Errorf("ls of the mount: %q", got)
+	}
+	if got := strings.Fields(sh(t, root, "ls")); !slices.Equal(got, []string{"class_000", "class_001", "class_002", "class_003", "file_list.txt"}) {
+		t.Errorf("ls of an epoch: %q", got)
+	}
+	long := sh(t, root, "ls", "-l", "class_001")
+	if !strings.HasPrefix(long, "total ") || !strings.Contains(long, "-r--r--r--") {
+		t.Errorf("ls -l of a class:\n%s", long)
+	}
+	files := strings.Fields(sh(t, root, "find", ".", "-type", "f", "-path", "./class_*/*"))
+	if len(files) != sharedCount {
+		t.Errorf("find lists %d sample files, want %d", len(files), sharedCount)
+	}
+	if dirs := strings.Fields(sh(t, root, "find", ".", "-mindepth", "1", "-type", "d")); len(dirs) != 4 {
+		t.Errorf("find lists directories %q below an epoch, want the 4 classes", dirs)
+	}
+	var total int64
+	for rel := range d.sha {
+		fi, _ := os.Stat(filepath.Join(d.root, rel))
+		total += fi.Size()
+	}
+	duOut := strings.Fields(sh(t, root, "du", "-s", "--apparent-size", "-B1", "."))
+	if got, _ := strconv.ParseInt(duOut[0], 10, 64); got < total || got > total+1<<20 {
+		t.Errorf("du --apparent-size: %d bytes, the samples total %d", got, total)
+	}
+	statOut := sh(t, root, "stat", "-c", "%s %F", "file_list.txt")
+	if !strings.HasSuffix(strings.TrimSpace(statOut), "regular file") {
+		t.Errorf("stat file_list.txt: %s", statOut)
+	}
+	// sha256sum of every file equals the source's; cat gives the same bytes.
+	sums := sh(t, root, "sh", "-c", "find . -type f -path './class_*/*' -print0 | xargs -0 sha256sum")
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(sums), "\n") {
+		sum, path, _ := strings.Cut(line, "  ")
+		orig := origName(strings.TrimPrefix(path, "./"))
+		if d.sha[orig] != sum {
+			t.Errorf("%s: sha256 %s, source %s", path, sum, d.sha[orig])
+		}
+		seen[orig] = true
+	}
+	if len(seen) != sharedCount {
+		t.Errorf("sha256sum covered %d distinct samples, want %d", len(seen), sharedCount)
+	}
+	paths, _ := fileList(t, root)
+	catOut, err := exec.Command("cat", filepath.Join(root, paths[0])).Output()
+	want, _ := os.ReadFile(filepath.Join(d.root, origName(paths[0])))
+	if err != nil || !bytes.Equal(catOut, want) {
+		t.Errorf("cat %s: %d bytes (%v), want the source's %d", paths[0], len(catOut), err, len(want))
+	}
+}
+
+// expectedOrder is the source path of each position of an epoch of the all split: the
+// documented permutation over ascending sample ids.
+func expectedOrder(d *srcDataset, seed, epoch uint64) []string {
+	var out []string
+	for _, i := range splits.Permutation(d.ix.Len(), "all", seed, epoch) {
+		out = append(out, d.ix.Labels()[d.ix.Label(i)]+"/"+d.ix.Name(i))
+	}
+	return out
+}
+
+type daliOut struct {
+	Samples []struct {
+		SHA256 string `json:"sha256"`
+		Label  int    `json:"label"`
+		Shape  []int  `json:"shape"`
+	} `json:"samples"`
+}
+
+// TestDALIFileList: DALI's file_list reader reads every sample once per epoch, in the
+// permutation's order, with its label, through mmap; the CPU decoder decodes each.
+func TestDALIFileList(t *testing.T) {
+	d := sharedDataset(t)
+	const seed = 11
+	m := startMount(t, d.name, "--seed", strconv.Itoa(seed))
+	for _, epoch := range []uint64{0, 5} {
+		var out daliOut
+		runPython(t, &out, "dali_read.py", "--file-list", filepath.Join(m.dir, "all", "epoch-"+strconv.FormatUint(epoch, 10), "file_list.txt"))
+		want := expectedOrder(d, seed, epoch)
+		if len(out.Samples) != len(want) {
+			t.Fatalf("epoch %d: DALI read %d samples, want %d", epoch, len(out.Samples), len(want))
+		}
+		for k, s := range out.Samples {
+			if got := d.byHash[s.SHA256]; got != want[k] {
+				t.Fatalf("epoch %d position %d: DALI read %q, want %q", epoch, k, got, want[k])
+			}
+			if s.Label != slices.Index(d.ix.Labels(), class(want[k])) {
+				t.Errorf("epoch %d position %d: label %d for %s", epoch, k, s.Label, want[k])
+			}
+			if len(s.Shape) != 3 || s.Shape[2] != 3 || s.Shape[0] < 16 {
+				t.Errorf("%s decoded to shape %v", want[k], s.Shape)
+			}
+		}
+	}
+}
+
+// TestDALIFileRoot: DALI's file_root discovery yields labels equal to the class index and
+// every sample once, in the epoch's order within each class.
+func TestDALIFileRoot(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name)
+	var out daliOut
+	runPython(t, &out, "dali_read.py", "--file-root", filepath.Join(m.dir, "all", "epoch-2"))
+	seen := map[string]bool{}
+	var order []string
+	for _, s := range out.Samples {
+		rel, ok := d.byHash[s.SHA256]
+		if !ok || seen[rel] {
+			t.Fatalf("DALI read unknown or repeated content (%s)", rel)
+		}
+		seen[rel] = true
+		order = append(order, rel)
+		if s.Label != slices.Index(d.ix.Labels(), class(rel)) {
+			t.Errorf("%s: label %d", rel, s.Label)
+		}
+	}
+	if len(seen) != sharedCount {
+		t.Errorf("DALI file_root read %d samples, want %d", len(seen), sharedCount)
+	}
+	// Without shuffling DALI reads class by class, each in sorted name order = epoch order.
+	var want []string
+	for _, c := range d.ix.Labels() {
+		for _, rel := range expectedOrder(d, 0, 2) {
+			if class(rel) == c {
+				want = append(want, rel)
+			}
+		}
+	}
+	if !slices.Equal(order, want) {
+		t.Errorf("DALI file_root order is not class order then epoch order")
+	}
+}
+
+// TestTorchvisionImageFolder: ImageFolder with a shuffling multi-worker DataLoader sees
+// every sample exactly once per epoch with its class index as label.
+func TestTorchvisionImageFolder(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name)
+	var ref map[string]string // source path → pixel hash
+	runPython(t, &ref, "pixel_hashes.py", d.root)
+	byPixels := map[string]string{}
+	for rel, h := range ref {
+		byPixels[h] = rel
+	}
+	var out struct {
+		Classes []string `json:"classes"`
+		Samples []struct {
+			Pixels string `json:"pixels"`
+			Label  int    `json:"label"`
+		} `json:"samples"`
+	}
+	runPython(t, &out, "torch_read.py", filepath.Join(m.dir, "all", "epoch-4"), "--workers", "2")
+	if !slices.Equal(out.Classes, d.ix.Labels()) {
+		t.Errorf("ImageFolder classes %q, want %q", out.Classes, d.ix.Labels())
+	}
+	seen := map[string]bool{}
+	for _, s := range out.Samples {
+		rel, ok := byPixels[s.Pixels]
+		if !ok || seen[rel] {
+			t.Fatalf("torchvision read unknown or repeated pixels (%s)", rel)
+		}
+		seen[rel] = true
+		if s.Label != slices.Index(d.ix.Labels(), class(rel)) {
+			t.Errorf("%s: label %d", rel, s.Label)
+		}
+	}
+	if len(seen) != sharedCount {
+		t.Errorf("torchvision read %d samples, want %d", len(seen), sharedCount)
+	}
+}
+
+// TestEpochsAcrossMounts: epoch N and N+1 differ; epoch N listed twice, or by two mounts with
+// the same seed, is identical; another seed gives another order.
+func TestEpochsAcrossMounts(t *testing.T) {
+	d := sharedDataset(t)
+	a := startMount(t, d.name, "--seed", "7")
+	b := startMount(t, d.name, "--seed", "7")
+	c := startMount(t, d.name, "--seed", "8")
+	e0, _ := fileList(t, filepath.Join(a.dir, "all", "epoch-0"))
+	e1, _ := fileList(t, filepath.Join(a.dir, "all", "epoch-1"))
+	again, _ := fileList(t, filepath.Join(a.dir, "all", "epoch-0"))
+	other, _ := fileList(t, filepath.Join(b.dir, "all", "epoch-0"))
+	seed8, _ := fileList(t, filepath.Join(c.dir, "all", "epoch-0"))
+	if slices.Equal(e0, e1) {
+		t.Error("epochs 0 and 1 have the same order")
+	}
+	if !slices.Equal(e0, again) || !slices.Equal(e0, other) {
+		t.Error("epoch 0 differs between two listings or two mounts with the same seed")
+	}
+	if slices.Equal(e0, seed8) {
+		t.Error("seeds 7 and 8 give the same order")
+	}
+	la, _ := os.ReadDir(filepath.Join(a.dir, "all", "epoch-0", "class_002"))
+	lb, _ := os.ReadDir(filepath.Join(b.dir, "all", "epoch-0", "class_002"))
+	if len(la) == 0 || len(la) != len(lb) {
+		t.Fatalf("class listings of two mounts: %d and %d entries", len(la), len(lb))
+	}
+	for k := range la {
+		if la[k].Name() != lb[k].Name() {
+			t.Fatalf("class listings of two mounts differ at %d: %s vs %s", k, la[k].Name(), lb[k].Name())
+		}
+	}
+}
+
+// TestCassandraOutage: with Cassandra stopped, a read fails with EIO within the configured
+// bound instead of hanging; after Cassandra is back, reads succeed again.
+func TestCassandraOutage(t *testing.T) {
+	if os.Getenv("CASSFS_TEST_HOSTS") != "" {
+		t.Skip("stops the local node started by cassandra.sh; not run against an external cluster")
+	}
+	d := sharedDataset(t)
+	m := startMount(t, d.name, "--timeout", "3s")
+	root := filepath.Join(m.dir, "all", "epoch-0")
+	paths, _ := fileList(t, root)
+	if _, err := os.ReadFile(filepath.Join(root, paths[0])); err != nil {
+		t.Fatalf("read before the outage: %v", err)
+	}
+	if out, err := exec.Command("./cassandra.sh", "stop").CombinedOutput(); err != nil {
+		t.Fatalf("stop Cassandra: %v\n%s", err, out)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			exec.Command("./cassandra.sh", "startnode", "1").Run()
+		}
+	})
+	// Readers of uncached files get EIO, each within the bound.
+	for _, p := range paths[1:6] {
+		start := time.Now()
+		_, err := os.ReadFile(filepath.Join(root, p))
+		took := time.Since(start)
+		t.Logf("read of %s during the outage: %v after %v", p, err, took)
+		if !errors.Is(err, syscall.EIO) {
+			t.Errorf("read during the outage: %v, want EIO", err)
+		}
+		// --timeout 3s bounds every request; allow scheduling slack on top.
+		if took > 10*time.Second {
+			t.Errorf("read during the outage took %v, want under the 3s bound plus slack", took)
+		}
+	}
+	// Listing never needs the database.
+	if _, err := os.ReadDir(filepath.Join(root, "class_000")); err != nil {
+		t.Errorf("listing during the outage: %v", err)
+	}
+	if out, err := exec.Command("./cassandra.sh", "startnode", "1").CombinedOutput(); err != nil {
+		t.Fatalf("restart Cassandra: %v\n%s", err, out)
+	}
+	restarted = true
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		data, err := os.ReadFile(filepath.Join(root, paths[1]))
+		if err == nil {
+			if d.sha[origName(paths[1])] != sha(data) {
+				t.Fatal("read after recovery returned wrong bytes")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads still fail 2 minutes after Cassandra is back: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if !strings.Contains(m.stderr.String(), "I/O error") {
+		t.Errorf("the mount did not log the failures:\n%s", m.stderr.String())
+	}
+}
+
+// TestMountLifecycle: SIGTERM unmounts (checked by every test's cleanup); a mountpoint in
+// use is refused; a mountpoint left by a killed cassfs is recovered; bad input is a clear
+// error.
+func TestMountLifecycle(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name)
+
+	r := cassfs(t, "mount", "-d", d.name, m.dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "in use") {
+		t.Errorf("second mount on a mountpoint in use: want a refusal:\n%v", r)
+	}
+
+	// Kill a mount hard: its mountpoint is left stale, and the next mount recovers it.
+	dir := t.TempDir()
+	killed := exec.Command(cassfsBin, "mount", "-d", d.name, dir)
+	killed.Env = append(os.Environ(), "CASSFS_HOSTS="+strings.Join(hosts, ","))
+	if err := killed.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); !isMounted(dir); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("mount did not come up")
+		}
+	}
+	killed.Process.Kill()
+	killed.Wait()
+	if _, err := os.Stat(dir); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("after kill -9 the mountpoint should be stale: %v", err)
+	}
+	again := startMountAt(t, dir, d.name)
+	if !strings.Contains(again.stderr.String(), "recovered a stale mount") {
+		t.Errorf("the new mount did not report recovering the stale one:\n%s", again.stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "all", "epoch-0", "file_list.txt")); err != nil {
+		t.Errorf("the recovered mount does not serve: %v", err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"mount", "-d", "no_such_dataset", t.TempDir()}, 1, `dataset "no_such_dataset": not found`},
+		{[]string{"mount", "-d", d.name, filepath.Join(t.TempDir(), "missing")}, 1, "mountpoint"},
+		{[]string{"mount", "-d", d.name, "--cache-size", "lots", t.TempDir()}, 2, "--cache-size"},
+		{[]string{"mount", "-d", d.name}, 2, "one MOUNTPOINT"},
+	} {
+		if r := cassfs(t, tc.args...); r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("cassfs %q: want exit %d and %q:\n%v", tc.args, tc.code, tc.want, r)
+		}
+	}
+}
+
+func sha(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
