@@ -7,8 +7,6 @@ BIN := bin/cassfs
 # The e2e suite starts Cassandra (~15 s), generates and ingests images; 30 minutes is a
 # generous bound that still ends a hung run.
 E2E_TIMEOUT ?= 30m
-DEMO_DIR ?= .cache/demo
-DEMO_COUNT ?= 500
 
 .PHONY: help deps build check unit e2e test bench demo cassandra-start cassandra-stop cassandra-wipe clean
 
@@ -39,18 +37,15 @@ e2e: deps ## end-to-end tests: real Cassandra (started here), the built binary
 
 test: check unit e2e ## everything CI runs
 
-bench: deps ## benchmarks against the real Cassandra; results in bench/
+bench: deps build ## benchmarks against the real Cassandra and through real mounts; results in bench/
 	@mkdir -p bench
-	$(GO) test -tags e2e -run '^$$' -bench StoreGet -benchtime 3000x -count 3 -timeout 30m ./e2e/ | tee bench/store-get.txt
-
-demo: deps build ## start a local Cassandra, generate a small dataset and ingest it
 	./e2e/cassandra.sh start
-	$(BIN) gen --out $(DEMO_DIR) --count $(DEMO_COUNT)
-	$(BIN) ingest --dataset demo --csv $(DEMO_DIR)/metadata.csv $(DEMO_DIR)/images
-	@echo
-	@echo "The dataset 'demo' is in Cassandra on 127.0.0.1:9042. Try:"
-	@echo "  $(BIN) ingest --dataset demo --csv $(DEMO_DIR)/metadata.csv $(DEMO_DIR)/images   # again: nothing to write"
-	@echo "  make cassandra-stop"
+	$(GO) test -tags e2e -run '^$$' -bench StoreGet -benchtime 3000x -count 3 -timeout 30m ./e2e/ | tee bench/store-get.txt
+	$(GO) test -tags e2e -run '^$$' -bench FilesystemRead -benchtime 1x -count 3 -timeout 30m ./e2e/ | tee bench/filesystem-read.txt
+	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt
+
+demo: deps build ## start a local Cassandra, generate and ingest a dataset, mount it, list an epoch, read it with DALI
+	./e2e/demo.sh
 
 cassandra-start: ## start a one-node Cassandra on 127.0.0.1:9042
 	./e2e/cassandra.sh start

@@ -1,0 +1,139 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/synth"
+)
+
+// readAll reads every path with p goroutines (open, read to EOF, close) and returns files/s
+// and MB/s.
+func readAll(b *testing.B, paths []string, p int) (filesPerSec, mbPerSec float64) {
+	var next atomic.Int64
+	var bytes atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(paths) {
+					return
+				}
+				data, err := os.ReadFile(paths[k])
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				bytes.Add(int64(len(data)))
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	return float64(len(paths)) / secs, float64(bytes.Load()) / 1e6 / secs
+}
+
+func dropPageCache(b *testing.B) {
+	exec.Command("sync").Run()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("3"), 0); err != nil {
+		b.Fatalf("drop the page cache for a cold local-disk baseline (needs root): %v", err)
+	}
+}
+
+// BenchmarkFilesystemRead compares, in one run, a parallel reader (16 goroutines) over one
+// epoch of 2,000 ~110 KB images through the mount, cold (new mount) and warm (again, from
+// the page cache), against the same files on local disk (cold after dropping the page
+// cache, and warm) and against raw Store.Get reads with 16 in flight (after one pass that
+// warms Cassandra, so "cold" means cold in cassfs, not on Cassandra's disk). It reports files/s
+// and MB/s of each, and the ratios that matter.
+func BenchmarkFilesystemRead(b *testing.B) {
+	const count, readers = 2000, 16
+	dir := b.TempDir()
+	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 21}); err != nil {
+		b.Fatal(err)
+	}
+	root, _ := synth.Layout(dir)
+	ds := newDataset(b, "benchfs")
+	if r := cassfs(b, "ingest", "-d", ds, "--progress", "none", root); r.code != 0 {
+		b.Fatal(r)
+	}
+	var local []string
+	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			local = append(local, p)
+		}
+		return err
+	})
+	st := openStore(b, ds, false)
+	var ids []store.Sample
+	st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s); return nil })
+
+	for range b.N {
+		dropPageCache(b)
+		localCold, localColdMB := readAll(b, local, readers)
+		localWarm, _ := readAll(b, local, readers)
+
+		// Two passes of raw reads: the first warms Cassandra after the page cache was
+		// dropped; the second is the ceiling the mount is compared with.
+		storeRaw := 0.0
+		for range 2 {
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range readers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						k := int(next.Add(1)) - 1
+						if k >= len(ids) {
+							return
+						}
+						if _, err := st.Get(context.Background(), ids[k].ID, nil); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			storeRaw = float64(len(ids)) / time.Since(start).Seconds()
+		}
+
+		m := startMount(b, ds)
+		epoch := filepath.Join(m.dir, "all", "epoch-0")
+		var paths []string
+		lines, _ := fileList(b, epoch)
+		for _, l := range lines {
+			paths = append(paths, filepath.Join(epoch, l))
+		}
+		mountCold, mountColdMB := readAll(b, paths, readers)
+		mountWarm, mountWarmMB := readAll(b, paths, readers)
+		m.stop(b)
+
+		b.ReportMetric(localCold, "local-cold-files/s")
+		b.ReportMetric(localColdMB, "local-cold-MB/s")
+		b.ReportMetric(localWarm, "local-warm-files/s")
+		b.ReportMetric(storeRaw, "store-files/s")
+		b.ReportMetric(mountCold, "mount-cold-files/s")
+		b.ReportMetric(mountColdMB, "mount-cold-MB/s")
+		b.ReportMetric(mountWarm, "mount-warm-files/s")
+		b.ReportMetric(mountWarmMB, "mount-warm-MB/s")
+		b.ReportMetric(mountCold/storeRaw, "mount-cold/store")
+		b.ReportMetric(mountCold/localCold, "mount-cold/local-cold")
+		b.ReportMetric(mountWarm/localWarm, "mount-warm/local-warm")
+	}
+}

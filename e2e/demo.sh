@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# demo.sh — the whole path on this machine: a local Cassandra, a generated dataset ingested
+# into it, the dataset mounted, an epoch listed, and a DALI pipeline (CPU) reading it.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+BIN=$ROOT/bin/cassfs
+DATA=${DEMO_DIR:-$ROOT/.cache/demo}
+COUNT=${DEMO_COUNT:-500}
+MNT=$DATA/mnt
+step() { printf '\n== %s\n' "$*"; }
+
+step "Cassandra on 127.0.0.1:9042"
+"$HERE/cassandra.sh" start
+PY=$("$HERE/python-env.sh")
+
+step "generate $COUNT images and ingest them into dataset 'demo'"
+[ -f "$DATA/metadata.csv" ] || "$BIN" gen --out "$DATA" --count "$COUNT"
+"$BIN" ingest --dataset demo --csv "$DATA/metadata.csv" "$DATA/images"
+
+step "mount it at $MNT"
+mkdir -p "$MNT"
+"$BIN" mount --dataset demo "$MNT" 2>"$DATA/mount.log" &
+MOUNT_PID=$!
+trap 'kill -TERM $MOUNT_PID 2>/dev/null; wait $MOUNT_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do [ -d "$MNT/all" ] && break; sleep 0.2; done
+[ -d "$MNT/all" ] || { cat "$DATA/mount.log"; exit 1; }
+
+step "ls $MNT/all/epoch-0"
+ls -l "$MNT/all/epoch-0"
+step "ls $MNT/all/epoch-0/class_000 | head -5   (names sort in epoch order)"
+ls "$MNT/all/epoch-0/class_000" | head -5
+step "head -3 file_list.txt of epoch 0 and of epoch 1 (a new order every epoch)"
+head -3 "$MNT/all/epoch-0/file_list.txt"; echo ...
+head -3 "$MNT/all/epoch-1/file_list.txt"
+
+step "DALI fn.readers.file(file_list=.../epoch-0/file_list.txt) + fn.decoders.image(device='cpu')"
+"$PY" "$HERE/readers/dali_read.py" --file-list "$MNT/all/epoch-0/file_list.txt" >"$DATA/dali.json"
+"$PY" - "$DATA/dali.json" <<'PY'
+import collections, json, sys
+s = json.load(open(sys.argv[1]))["samples"]
+distinct = len({x["sha256"] for x in s})
+print(f"DALI read and decoded {len(s)} images, {distinct} distinct")
+print("labels:", dict(sorted(collections.Counter(x["label"] for x in s).items())))
+print("first shapes:", [tuple(x["shape"]) for x in s[:3]])
+PY
+
+step "done; Cassandra keeps running (make cassandra-stop stops it)"
