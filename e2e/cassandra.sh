@@ -17,7 +17,7 @@
 #   CASSANDRA_VERSION   default 5.0.8
 #   CASSFS_CACHE        where jars are kept (default ~/.cache/cassfs)
 #   CASSFS_CASSANDRA_DIR  data, logs and configs (default .cassandra in the repository root)
-#   CASSANDRA_HEAP      heap per node (default 512M for clusters, 1G for one node)
+#   CASSANDRA_HEAP      heap per node (default 512M for clusters, 2G for one node)
 set -euo pipefail
 
 VERSION=${CASSANDRA_VERSION:-5.0.8}
@@ -146,7 +146,7 @@ launch() { # node index
   local i=$1 d java jamm heap; d=$(node_dir "$i")
   java=$(find_java17) || die "no Java 17 found (Cassandra 5.0 needs Java 11 or 17)"
   jamm=$(ls "$LIB"/jamm-*.jar | head -n 1)
-  heap=${CASSANDRA_HEAP:-$( [ "$(cat "$RUN/nodes")" = 1 ] && echo 1G || echo 512M )}
+  heap=${CASSANDRA_HEAP:-$( [ "$(cat "$RUN/nodes")" = 1 ] && echo 2G || echo 512M )}
   # wait_ready looks for the ready line: start every run with fresh logs.
   [ -f "$d/logs/system.log" ] && mv -f "$d/logs/system.log" "$d/logs/system.log.1"
   : >"$d/logs/stdout.log"
