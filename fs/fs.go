@@ -32,7 +32,9 @@
 //
 // LOOKUP, GETATTR and READDIR are served from the in-memory index (splits.Index) and never
 // touch the database. READ asks a BlobSource (the prefetch cache), which fetches each sample
-// once, whole, however many READs ask for it.
+// once, whole, however many READs ask for it. A LOOKUP in an epoch's class directory tells
+// the prefetcher the readers' position, so the samples that follow in the epoch's order are
+// fetched before they are asked for.
 //
 // # Errors
 //
@@ -49,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -71,6 +74,9 @@ type Config struct {
 	// bytes per sample of its split). Evicted ones are recomputed when used.
 	EpochViews int
 	Blobs      BlobSource
+	// Prefetcher, if set, is told of every lookup of a sample in an epoch directory (its
+	// position in the epoch), so that it can fetch what comes next.
+	Prefetcher *prefetch.Prefetcher
 	Logger     *slog.Logger
 }
 
@@ -181,6 +187,14 @@ func (f *FS) view(s *splits.Split, n uint64) *epochView {
 	}
 	f.views.Add(k, v)
 	return v
+}
+
+// accessed tells the prefetcher that readers reached position pos of epoch n of s.
+func (f *FS) accessed(s *splits.Split, n uint64, pos uint32) {
+	if f.cfg.Prefetcher == nil {
+		return
+	}
+	f.cfg.Prefetcher.Access(s.Name, func(e uint64) []uint32 { return f.view(s, e).Order }, n, int(pos))
 }
 
 // entryName is the file name of the sample at position pos of an epoch.

@@ -62,9 +62,10 @@ func newFixture(t testing.TB, n int, classes []string, opts store.MemoryOptions)
 }
 
 type mountOpts struct {
-	seed   uint64
-	logger *slog.Logger
-	cache  *prefetch.Cache
+	seed       uint64
+	logger     *slog.Logger
+	cache      *prefetch.Cache
+	prefetcher *prefetch.Prefetcher
 }
 
 // mount serves the fixture at a new directory until the test ends.
@@ -87,11 +88,12 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	}
 	dir := t.TempDir()
 	server, err := cfs.Mount(dir, cfs.New(cfs.Config{
-		Index:  f.ix,
-		Splits: []*splits.Split{splits.All(f.ix)},
-		Seed:   o.seed,
-		Blobs:  cache.Get,
-		Logger: logger,
+		Index:      f.ix,
+		Splits:     []*splits.Split{splits.All(f.ix)},
+		Seed:       o.seed,
+		Blobs:      cache.Get,
+		Prefetcher: o.prefetcher,
+		Logger:     logger,
 	}), cfs.MountOptions{FsName: "cassfs:test"})
 	if err != nil {
 		t.Fatal(err)
@@ -519,5 +521,43 @@ func TestClassNames(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("ClassNames(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestPrefetchFollowsLookups: a reader walking file_list.txt in order never waits for a fetch
+// it started itself: each lookup has the prefetcher fetch that sample and the ones after it,
+// so every READ finds its blob cached or in flight.
+func TestPrefetchFollowsLookups(t *testing.T) {
+	f := newFixture(t, 200, classes, store.MemoryOptions{Latency: func(uuid.UUID) time.Duration { return 2 * time.Millisecond }})
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30})
+	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 8})
+	defer p.Close()
+	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p})
+	root := filepath.Join(mnt, "all", "epoch-0")
+	data, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, line := range lines {
+		p := line[:strings.LastIndexByte(line, ' ')]
+		got, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil || !bytes.Equal(got, f.blobs[p[:strings.IndexByte(p, '/')]+"/"+p[strings.IndexByte(p, '_')+1:]]) {
+			t.Fatalf("%s: wrong content or %v", p, err)
+		}
+	}
+	s := cache.Stats()
+	if s.Misses != 0 {
+		t.Errorf("%d reads had to start their own fetch; the prefetcher should have started each", s.Misses)
+	}
+	if s.Prefetched < int64(len(lines)) {
+		t.Errorf("prefetched %d of %d samples", s.Prefetched, len(lines))
+	}
+	if got := f.st.Gets(); got != len(lines) {
+		t.Errorf("%d fetches for %d samples", got, len(lines))
+	}
+	st := p.Stats()
+	if len(st) != 1 || st[0].Window <= 8 {
+		t.Errorf("prefetch stream %+v: want one stream whose window grew from 8", st)
 	}
 }

@@ -229,6 +229,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if d.fs.ix.Label(i) != d.label || name[v.width+1:] != d.fs.ix.Name(i) {
 		return nil, syscall.ENOENT
 	}
+	d.fs.accessed(d.split, d.n, pos)
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 

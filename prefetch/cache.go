@@ -1,15 +1,24 @@
 // Package prefetch gets blobs to readers before they ask: a byte-bounded cache that fetches
-// each sample once however many readers want it. It knows nothing of FUSE or CQL: it is
-// driven by a fetch function over canonical sample indices.
+// each sample once however many readers want it, and a prefetcher that walks each epoch's
+// known order ahead of the readers. It knows nothing of FUSE or CQL: it is driven by a
+// fetch function over canonical sample indices.
 //
 // # Cache
 //
 // Cache.Get returns a sample's bytes from memory or fetches them. Concurrent Gets of a
 // sample share one fetch (the kernel splits a file into several READs, and several readers
-// may open the same file). The fetch runs detached from the first caller's context, so a
-// reader that gives up does not fail the others; it is bounded by the fetch function's own
-// deadline. Memory is bounded in bytes: least recently used blobs are evicted when a new
-// one would exceed the bound; a blob larger than the bound is served but not kept.
+// may open the same file), and a Get of a sample being prefetched joins that fetch. The
+// fetch runs detached from the first caller's context, so a reader that gives up does not
+// fail the others; it is bounded by the fetch function's own deadline.
+//
+// Memory is bounded in bytes. Blobs are either fresh (prefetched, not yet read) or used
+// (read at least once). When a new blob would exceed the bound, used blobs go first, least
+// recently used first: a sample read in this epoch is not needed again until the next, while
+// a fresh one is about to be. A prefetched blob that finds only fresh blobs to evict is
+// dropped instead (the ones already there are needed sooner); a demand-read blob evicts the
+// oldest fresh ones. Prefetching reserves room for what it has in flight (the caller knows
+// each blob's size from the index), so arrivals find their room. A blob larger than the bound is
+// served but not kept.
 //
 // Returned slices are shared and must not be modified.
 //
@@ -55,34 +64,46 @@ type Cache struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu       sync.Mutex
-	lru      *simplelru.LRU[uint32, []byte] // guarded by mu
-	bytes    int64                          // guarded by mu; sum of cached blob lengths
-	inflight map[uint32]*call               // guarded by mu
+	// Lock order: Cache.mu may be taken while holding a prefetcher's stream lock, never the
+	// other way round (arrival callbacks run after mu is released).
+	mu         sync.Mutex
+	fresh      *simplelru.LRU[uint32, []byte] // guarded by mu; prefetched, not yet read
+	used       *simplelru.LRU[uint32, []byte] // guarded by mu; read at least once
+	bytes      int64                          // guarded by mu; sum of cached blob lengths
+	freshBytes int64                          // guarded by mu
+	inflight   map[uint32]*call               // guarded by mu
+	prefetches int                            // guarded by mu; fetches in flight started by Prefetch
+	reserved   int64                          // guarded by mu; expected bytes of prefetches in flight
+	onArrive   func(i uint32, ok bool)        // set once before use; called after each prefetch ends
 
 	stats cacheCounters
 }
 
 type call struct {
-	done chan struct{} // closed when data or err is set
-	data []byte
-	err  *FetchError
+	done     chan struct{} // closed when data or err is set
+	data     []byte
+	err      *FetchError
+	demanded bool // guarded by Cache.mu; a reader waits for it, so it arrives consumed
 }
 
 type cacheCounters struct {
-	hits, misses, waits, fetchErrors, evictions atomic.Int64
+	hits, misses, waits, fetchErrors, evictions, prefetched, dropped atomic.Int64
 }
 
 // CacheStats is a snapshot of a cache's counters.
 type CacheStats struct {
 	Hits        int64 // Gets served from memory
 	Misses      int64 // Gets that started a fetch
-	Waits       int64 // Gets that joined a fetch in flight
+	Waits       int64 // Gets that joined a fetch in flight (a demand read or a prefetch)
+	Prefetched  int64 // fetches started by Prefetch
 	FetchErrors int64
 	Evictions   int64
+	Dropped     int64 // prefetched blobs not kept for lack of room
 	Bytes       int64 // bytes cached now
+	FreshBytes  int64 // of which prefetched and not yet read
 	Entries     int
-	InFlight    int
+	InFlight    int // fetches in flight
+	Prefetches  int // of which started by Prefetch
 }
 
 // NewCache returns a cache over fetch.
@@ -91,32 +112,44 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		opts.MaxBytes = 1 << 30
 	}
 	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
-	lru, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
+	fresh, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
+	used, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
-		lru: lru, inflight: map[uint32]*call{},
+		fresh: fresh, used: used, inflight: map[uint32]*call{},
 	}
 }
+
+// MaxBytes is the cache's bound.
+func (c *Cache) MaxBytes() int64 { return c.maxBytes }
 
 // Get returns sample i's bytes, fetching them if needed.
 func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	c.mu.Lock()
-	if data, ok := c.lru.Get(i); ok {
+	if data, ok := c.used.Get(i); ok {
+		c.mu.Unlock()
+		c.stats.hits.Add(1)
+		return data, nil
+	}
+	if data, ok := c.fresh.Peek(i); ok {
+		c.fresh.Remove(i)
+		c.freshBytes -= int64(len(data))
+		c.used.Add(i, data)
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
 	}
 	cl, joined := c.inflight[i]
-	if !joined {
+	if joined {
+		cl.demanded = true
+	} else {
 		if err := c.ctx.Err(); err != nil {
 			c.mu.Unlock()
 			return nil, fmt.Errorf("cache closed: %w", err)
 		}
-		cl = &call{done: make(chan struct{})}
-		c.inflight[i] = cl
-		c.wg.Add(1)
-		go c.run(i, cl)
+		cl = c.startLocked(i, -1)
+		cl.demanded = true
 	}
 	c.mu.Unlock()
 	if joined {
@@ -135,50 +168,105 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	}
 }
 
-func (c *Cache) run(i uint32, cl *call) {
+// Prefetch starts fetching sample i, of size bytes, in the background unless it is cached or
+// in flight. It never blocks. It reports false, starting nothing, when maxInFlight
+// prefetches are already in flight or when fresh blobs and those in flight would fill the
+// cache to less than keepFree bytes short of its bound (the prefetcher then waits for
+// readers to catch up).
+func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.used.Contains(i) || c.fresh.Contains(i) || c.inflight[i] != nil {
+		return true
+	}
+	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
+		return false
+	}
+	c.reserved += size
+	c.startLocked(i, size)
+	c.stats.prefetched.Add(1)
+	return true
+}
+
+// startLocked starts a fetch; reserved is the size a prefetch reserved, or -1 for a demand
+// read.
+func (c *Cache) startLocked(i uint32, reserved int64) *call {
+	cl := &call{done: make(chan struct{})}
+	c.inflight[i] = cl
+	if reserved >= 0 {
+		c.prefetches++
+	}
+	c.wg.Add(1)
+	go c.run(i, cl, reserved)
+	return cl
+}
+
+func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	defer c.wg.Done()
+	prefetch := reserved >= 0
 	data, err := c.fetch(c.ctx, i)
 	c.mu.Lock()
 	delete(c.inflight, i)
+	if prefetch {
+		c.prefetches--
+		c.reserved -= reserved
+	}
 	if err != nil {
 		cl.err = &FetchError{Sample: i, Err: err}
 		c.stats.fetchErrors.Add(1)
 	} else {
 		cl.data = data
-		c.insertLocked(i, data)
+		// A blob someone waits for is consumed now; a prefetched one waits for its reader.
+		c.insertLocked(i, data, !cl.demanded)
 	}
+	onArrive := c.onArrive
 	c.mu.Unlock()
 	close(cl.done)
+	if prefetch && onArrive != nil {
+		onArrive(i, err == nil)
+	}
 }
 
-// insertLocked caches data, evicting least recently used blobs to stay within the bound.
-func (c *Cache) insertLocked(i uint32, data []byte) {
+// insertLocked caches data within the bound: it evicts used blobs first; then a fresh
+// (unread) blob is dropped, while a consumed one evicts the oldest fresh blobs.
+func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 	n := int64(len(data))
 	if n > c.maxBytes {
 		return
 	}
-	if old, ok := c.lru.Peek(i); ok {
-		c.bytes -= int64(len(old))
-	}
 	for c.bytes+n > c.maxBytes {
-		_, old, ok := c.lru.RemoveOldest()
+		_, old, ok := c.used.RemoveOldest()
 		if !ok {
-			break
+			if fresh {
+				c.stats.dropped.Add(1)
+				return
+			}
+			if _, old, ok = c.fresh.RemoveOldest(); !ok {
+				break
+			}
+			c.freshBytes -= int64(len(old))
 		}
 		c.bytes -= int64(len(old))
 		c.stats.evictions.Add(1)
 	}
-	c.lru.Add(i, data)
+	if fresh {
+		c.fresh.Add(i, data)
+		c.freshBytes += n
+	} else {
+		c.used.Add(i, data)
+	}
 	c.bytes += n
 }
 
 // Stats returns the cache's counters.
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
-	s := CacheStats{Bytes: c.bytes, Entries: c.lru.Len(), InFlight: len(c.inflight)}
+	s := CacheStats{Bytes: c.bytes, FreshBytes: c.freshBytes, Entries: c.used.Len() + c.fresh.Len(),
+		InFlight: len(c.inflight), Prefetches: c.prefetches}
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.Waits = c.stats.hits.Load(), c.stats.misses.Load(), c.stats.waits.Load()
-	s.FetchErrors, s.Evictions = c.stats.fetchErrors.Load(), c.stats.evictions.Load()
+	s.FetchErrors, s.Evictions, s.Prefetched = c.stats.fetchErrors.Load(), c.stats.evictions.Load(), c.stats.prefetched.Load()
+	s.Dropped = c.stats.dropped.Load()
 	return s
 }
 

@@ -26,6 +26,8 @@ type mountFlags struct {
 	epochsListed  int
 	epochViews    int
 	cacheSize     string
+	prefetch      int
+	prefetchIO    int
 	maxBackground int
 	allowOther    bool
 	debugFUSE     bool
@@ -50,8 +52,10 @@ bytewise in epoch order, so DALI's file_root and torchvision's ImageFolder read 
 that order too; any epoch-N resolves, a window of them is listed.
 
 At start the dataset's metadata is loaded once; listings never touch the database again.
-File contents are fetched whole on first read, once however many readers ask, and kept in
-a cache of --cache-size bytes. A read whose fetch fails or exceeds --timeout gets EIO (the
+File contents are fetched whole, once however many readers ask, and kept in a cache of
+--cache-size bytes. As readers look up names of an epoch, the samples that follow in the
+epoch's order are prefetched, many at once, into the cache as they arrive; the window grows
+with consumption up to --prefetch samples and carries on into the next epoch. A read whose fetch fails or exceeds --timeout gets EIO (the
 cause is logged once); readers never hang on a dead database.
 
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
@@ -75,6 +79,8 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB)")
+	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
+	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
@@ -99,8 +105,8 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil || cacheBytes == 0 {
 		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
 	}
-	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 {
-		return usageError{errors.New("--epochs-listed must be >= 0; --epoch-views and --max-background positive")}
+	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 {
+		return usageError{errors.New("--epochs-listed and --prefetch must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
 	}
 	cfg, err := f.db.config()
 	if err != nil {
@@ -127,6 +133,11 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 
 	cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
 	defer cache.Close()
+	var prefetcher *prefetch.Prefetcher
+	if f.prefetch > 0 {
+		prefetcher = prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
+		defer prefetcher.Close()
+	}
 
 	filesystem := cfs.New(cfs.Config{
 		Index:        ix,
@@ -135,6 +146,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		EpochsListed: f.epochsListed,
 		EpochViews:   f.epochViews,
 		Blobs:        cache.Get,
+		Prefetcher:   prefetcher,
 		Logger:       log,
 	})
 	server, err := cfs.Mount(dir, filesystem, cfs.MountOptions{

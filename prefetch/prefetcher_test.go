@@ -1,0 +1,305 @@
+package prefetch
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingFetch returns blobOf(i, size) and counts fetches per sample; while gate is
+// non-nil a fetch waits for it.
+type countingFetch struct {
+	size  int
+	mu    sync.Mutex
+	count map[uint32]int
+	total atomic.Int64
+}
+
+func newCountingFetch(size int) *countingFetch {
+	return &countingFetch{size: size, count: map[uint32]int{}}
+}
+
+func (f *countingFetch) fetch(ctx context.Context, i uint32) ([]byte, error) {
+	f.mu.Lock()
+	f.count[i]++
+	f.mu.Unlock()
+	f.total.Add(1)
+	return blobOf(i, f.size), nil
+}
+
+func (f *countingFetch) maxPerSample() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := 0
+	for _, n := range f.count {
+		m = max(m, n)
+	}
+	return m
+}
+
+// settle waits until no fetch is in flight.
+func settle(t *testing.T, c *Cache) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Stats().InFlight > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("fetches still in flight after 10s: %+v", c.Stats())
+		}
+		runtime.Gosched()
+	}
+}
+
+// sizeOf is the size of every blob made by blobOf in these tests, as far as the prefetcher
+// is told: tests use one size per cache, and the reservation only has to be an upper bound.
+func sizeOf(uint32) int64 { return testBlobSize }
+
+const testBlobSize = 1000
+
+// rotated is an epoch order: epoch e starts at sample e*7 and walks the n samples.
+func rotated(n int) Order {
+	return func(e uint64) []uint32 {
+		o := make([]uint32, n)
+		for k := range o {
+			o[k] = uint32((int(e)*7 + k) % n)
+		}
+		return o
+	}
+}
+
+func TestWindowGrowsWithConsumption(t *testing.T) {
+	f := newCountingFetch(100)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, GrowEvery: 4, MaxInFlight: 1000})
+	defer p.Close()
+	order := rotated(1000)
+	for pos := range 100 {
+		p.Access("all", order, 0, pos)
+		if _, err := c.Get(context.Background(), order(0)[pos]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, c)
+	st := p.Stats()[0]
+	// 8 at the start, one more for every 4 consumed: 8 + 100/4.
+	if st.Window != 33 {
+		t.Errorf("window after 100 accesses = %d, want 33", st.Window)
+	}
+	// Everything up to head+window was issued, and nothing beyond: positions 0..132.
+	if got := c.Stats().Prefetched; got != 133 {
+		t.Errorf("prefetched %d samples, want 133 (positions up to 99+33)", got)
+	}
+	if s := c.Stats(); s.Misses != 0 {
+		t.Errorf("%d demand reads missed although each was prefetched first", s.Misses)
+	}
+	if m := f.maxPerSample(); m != 1 {
+		t.Errorf("a sample was fetched %d times", m)
+	}
+}
+
+func TestWindowIsCapped(t *testing.T) {
+	f := newCountingFetch(10)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 4, MaxWindow: 10, MaxInFlight: 1000})
+	defer p.Close()
+	order := rotated(10_000)
+	for pos := range 1000 {
+		p.Access("all", order, 0, pos)
+	}
+	settle(t, c)
+	if st := p.Stats()[0]; st.Window != 10 {
+		t.Errorf("window %d, want the cap 10", st.Window)
+	}
+	if got := c.Stats().Prefetched; got != 1010 {
+		t.Errorf("prefetched %d, want 1010", got)
+	}
+}
+
+// TestContinuesIntoNextEpoch: near the end of epoch N the window reaches into epoch N+1;
+// when readers get there, nothing is fetched twice.
+func TestContinuesIntoNextEpoch(t *testing.T) {
+	const n = 50
+	f := newCountingFetch(10)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 20, MaxWindow: 20, MaxInFlight: 1000})
+	defer p.Close()
+	order := rotated(n)
+	for pos := range 40 {
+		p.Access("all", order, 0, pos)
+	}
+	settle(t, c)
+	// Positions up to 59 are issued: all of epoch 0 and 10 of epoch 1 (already cached, as
+	// epoch 1 visits the same samples).
+	if st := p.Stats()[0]; st.Issued != 60 {
+		t.Errorf("issued %d, want 60 (into the next epoch)", st.Issued)
+	}
+	for e := range uint64(3) {
+		for pos := range n {
+			p.Access("all", order, e, pos)
+			if _, err := c.Get(context.Background(), order(e)[pos]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	settle(t, c)
+	if got := f.total.Load(); got != n {
+		t.Errorf("three epochs over %d samples made %d fetches, want %d (the cache holds them all)", n, got, n)
+	}
+	if st := p.Stats()[0]; st.Epoch != 2 {
+		t.Errorf("stream at epoch %d, want 2", st.Epoch)
+	}
+}
+
+// TestCacheBoundUnderPrefetch: prefetching pauses when unread blobs fill the cache short of
+// KeepFree, resumes as readers consume, evicts consumed blobs first, never exceeds the
+// bound, and fetches every sample once.
+func TestCacheBoundUnderPrefetch(t *testing.T) {
+	const size, n = 1000, 300
+	const bound = 20 * size
+	f := newCountingFetch(size)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: bound})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 100, MaxWindow: 100, MaxInFlight: 1000, KeepFree: 4 * size})
+	defer p.Close()
+	order := rotated(n)
+	for pos := range n {
+		p.Access("all", order, 0, pos)
+		s := c.Stats()
+		if s.Bytes > bound {
+			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+		}
+		i := order(0)[pos]
+		data, err := c.Get(context.Background(), i)
+		if err != nil || data[0] != byte(i) {
+			t.Fatalf("position %d: wrong content or %v", pos, err)
+		}
+		// Near the end the window reaches into epoch 1, which refetches samples consumed
+		// and evicted early in epoch 0; but no sample is fetched twice before its read.
+		f.mu.Lock()
+		n := f.count[i]
+		f.mu.Unlock()
+		if n != 1 {
+			t.Errorf("sample %d fetched %d times by its first read: a prefetched blob was evicted unread", i, n)
+		}
+	}
+	settle(t, c)
+	if s := c.Stats(); s.Bytes > bound {
+		t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+	}
+	if got := c.Stats().Misses; got > 0 {
+		t.Errorf("%d demand misses; the prefetcher should have kept ahead", got)
+	}
+}
+
+// TestDemandJumpsTheQueue: with prefetches stalled on a slow store, a demand read of
+// another sample is fetched at once, not queued behind them.
+func TestDemandJumpsTheQueue(t *testing.T) {
+	release := make(chan struct{})
+	fetch := func(ctx context.Context, i uint32) ([]byte, error) {
+		if i < 1000 {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return blobOf(i, 10), nil
+	}
+	c := NewCache(fetch, CacheOptions{})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 8})
+	defer p.Close()
+	p.Access("all", rotated(1000), 0, 0)
+	if got := c.Stats().Prefetches; got != 8 {
+		t.Errorf("%d prefetches in flight, want the cap 8", got)
+	}
+	done := make(chan error)
+	go func() { _, err := c.Get(context.Background(), 5000); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a demand read waited behind stalled prefetches")
+	}
+	close(release)
+}
+
+func TestPrefetcherCloseLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}, CacheOptions{})
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 50})
+	p.Access("all", rotated(100), 0, 0)
+	if c.Stats().Prefetches == 0 {
+		t.Fatal("nothing prefetched")
+	}
+	p.Close()
+	c.Close()
+	p.Access("all", rotated(100), 0, 1) // after Close: ignored, no panic
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after Close, %d before", n, before)
+	}
+}
+
+// TestConcurrentReadersExactlyOnce: several readers walk one epoch concurrently (each taking
+// the next position), with prefetching and a store whose latency varies per sample; every
+// sample is read once with the right content and fetched once.
+func TestConcurrentReadersExactlyOnce(t *testing.T) {
+	const n = 2000
+	var fetches sync.Map
+	fetch := func(ctx context.Context, i uint32) ([]byte, error) {
+		if _, dup := fetches.LoadOrStore(i, true); dup {
+			t.Errorf("sample %d fetched twice", i)
+		}
+		if i%97 == 0 {
+			time.Sleep(20 * time.Millisecond) // a straggler
+		}
+		return blobOf(i, 50), nil
+	}
+	c := NewCache(fetch, CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 32, MaxInFlight: 64})
+	defer p.Close()
+	order := rotated(n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	seen := make([]atomic.Int32, n)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				pos := int(next.Add(1)) - 1
+				if pos >= n {
+					return
+				}
+				p.Access("all", order, 0, pos)
+				i := order(0)[pos]
+				data, err := c.Get(context.Background(), i)
+				if err != nil || data[0] != byte(i) {
+					t.Errorf("position %d: wrong content or %v", pos, err)
+				}
+				seen[i].Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Fatalf("sample %d read %d times", i, seen[i].Load())
+		}
+	}
+}
