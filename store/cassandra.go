@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +43,9 @@ type CassandraConfig struct {
 	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 256),
 	// and ScanParallel how many it reads at once (default 8).
 	ScanRanges, ScanParallel int
+	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
+	// clusters reached through NAT, a tunnel or a proxy.
+	AddressMap map[string]string
 	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
 	// what a latency-bound reader wants).
 	WriteCoalesceWait time.Duration
@@ -142,6 +147,21 @@ func newSession(cfg CassandraConfig, keyspace string) (*gocql.Session, error) {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
 	}
 	cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas())
+	if len(cfg.AddressMap) > 0 {
+		cl.AddressTranslator = gocql.AddressTranslatorFunc(func(addr net.IP, port int) (net.IP, int) {
+			to, ok := cfg.AddressMap[net.JoinHostPort(addr.String(), strconv.Itoa(port))]
+			if !ok {
+				return addr, port
+			}
+			h, p, err := net.SplitHostPort(to)
+			ip := net.ParseIP(h)
+			pn, perr := strconv.Atoi(p)
+			if err != nil || ip == nil || perr != nil {
+				return addr, port // validated by the caller; never reached
+			}
+			return ip, pn
+		})
+	}
 	// Blobs are JPEG/PNG: compression would cost CPU and save nothing.
 	cl.Compressor = nil
 	s, err := cl.CreateSession()

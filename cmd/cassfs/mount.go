@@ -30,6 +30,7 @@ type mountFlags struct {
 	prefetchIO    int
 	maxBackground int
 	allowOther    bool
+	metricsAddr   string
 	debugFUSE     bool
 	logLevel      string
 }
@@ -82,6 +83,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9108 (default: off)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -131,12 +133,19 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	}
 	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
 
-	cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
+	m := newMetrics()
+	cache := prefetch.NewCache(m.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
 	defer cache.Close()
 	var prefetcher *prefetch.Prefetcher
 	if f.prefetch > 0 {
 		prefetcher = prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
 		defer prefetcher.Close()
+	}
+	m.watch(cache, prefetcher)
+	if f.metricsAddr != "" {
+		if err := m.serve(ctx, f.metricsAddr, log); err != nil {
+			return err
+		}
 	}
 
 	filesystem := cfs.New(cfs.Config{

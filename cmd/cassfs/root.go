@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +52,7 @@ type dbFlags struct {
 	localDC     string
 	timeout     time.Duration
 	maxInFlight int
+	addressMap  []string
 }
 
 func (f *dbFlags) register(c *cobra.Command) {
@@ -63,6 +66,7 @@ func (f *dbFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.localDC, "local-dc", "", "keep requests in this data centre (default: any)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of every database request, retries included")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "most database requests in flight at once")
+	fl.StringArrayVar(&f.addressMap, "address-map", nil, "reach a node that advertises FROM at TO instead, as FROM=TO with host:port each (NAT, tunnels, proxies); repeatable")
 }
 
 func (f *dbFlags) config() (store.CassandraConfig, error) {
@@ -87,7 +91,16 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 	if len(hosts) == 0 {
 		return store.CassandraConfig{}, usageError{errors.New("--hosts is empty")}
 	}
+	amap := map[string]string{}
+	for _, m := range f.addressMap {
+		from, to, ok := strings.Cut(m, "=")
+		if !ok || !validHostPort(from) || !validHostPort(to) {
+			return store.CassandraConfig{}, usageError{fmt.Errorf("--address-map %q: want FROM=TO with IP:port each, e.g. 10.0.0.5:9042=127.0.0.1:19042", m)}
+		}
+		amap[from] = to
+	}
 	return store.CassandraConfig{
+		AddressMap:  amap,
 		Hosts:       hosts,
 		Dataset:     f.dataset,
 		LocalDC:     f.localDC,
@@ -104,4 +117,13 @@ func (f *dbFlags) open(ctx context.Context, create bool, rf int) (*store.Cassand
 	cfg.Create = create
 	cfg.ReplicationFactor = rf
 	return store.OpenCassandra(ctx, cfg)
+}
+
+func validHostPort(s string) bool {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil || net.ParseIP(h) == nil {
+		return false
+	}
+	n, err := strconv.Atoi(p)
+	return err == nil && n > 0 && n < 65536
 }

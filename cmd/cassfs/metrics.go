@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics exposes the cache, the prefetcher and fetch latencies in Prometheus's format. The
+// cache and prefetcher keep their own counters; they are read at scrape time, so the read
+// path pays nothing for metrics beyond one histogram observation per fetch.
+type metrics struct {
+	reg          *prometheus.Registry
+	fetchSeconds prometheus.Histogram
+	fetchErrors  prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		fetchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "cassfs_fetch_seconds",
+			Help:    "Time to fetch and verify one blob from the database.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
+		}),
+		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "cassfs_fetch_errors_total", Help: "Fetches that failed (timeouts, unreachable database, corrupt blobs).",
+		}),
+	}
+	m.reg.MustRegister(m.fetchSeconds, m.fetchErrors)
+	return m
+}
+
+// watch adds the cache's and the prefetcher's (nil: none) counters.
+func (m *metrics) watch(cache *prefetch.Cache, pf *prefetch.Prefetcher) {
+	m.reg.MustRegister(&statsCollector{cache: cache, pf: pf})
+}
+
+// timed wraps a fetch function with the latency histogram and the error counter.
+func (m *metrics) timed(fetch prefetch.Fetch) prefetch.Fetch {
+	return func(ctx context.Context, i uint32) ([]byte, error) {
+		start := time.Now()
+		data, err := fetch(ctx, i)
+		m.fetchSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.fetchErrors.Inc()
+		}
+		return data, err
+	}
+}
+
+// serve answers /metrics on addr until ctx ends.
+func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics endpoint: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+var (
+	descCache = map[string]*prometheus.Desc{}
+	cacheDefs = []struct {
+		name, help string
+		counter    bool
+		get        func(prefetch.CacheStats) float64
+	}{
+		{"cassfs_cache_hits_total", "Reads served from the cache.", true, func(s prefetch.CacheStats) float64 { return float64(s.Hits) }},
+		{"cassfs_cache_misses_total", "Reads that had to start a fetch.", true, func(s prefetch.CacheStats) float64 { return float64(s.Misses) }},
+		{"cassfs_cache_waits_total", "Reads that waited for a fetch in flight.", true, func(s prefetch.CacheStats) float64 { return float64(s.Waits) }},
+		{"cassfs_cache_evictions_total", "Blobs evicted to stay within the cache size.", true, func(s prefetch.CacheStats) float64 { return float64(s.Evictions) }},
+		{"cassfs_prefetched_total", "Fetches started by the prefetcher.", true, func(s prefetch.CacheStats) float64 { return float64(s.Prefetched) }},
+		{"cassfs_prefetch_dropped_total", "Prefetched blobs not kept for lack of room.", true, func(s prefetch.CacheStats) float64 { return float64(s.Dropped) }},
+		{"cassfs_cache_bytes", "Bytes of blobs cached.", false, func(s prefetch.CacheStats) float64 { return float64(s.Bytes) }},
+		{"cassfs_cache_unread_bytes", "Bytes of prefetched blobs not read yet.", false, func(s prefetch.CacheStats) float64 { return float64(s.FreshBytes) }},
+		{"cassfs_requests_in_flight", "Fetches in flight.", false, func(s prefetch.CacheStats) float64 { return float64(s.InFlight) }},
+		{"cassfs_prefetches_in_flight", "Fetches in flight started by the prefetcher.", false, func(s prefetch.CacheStats) float64 { return float64(s.Prefetches) }},
+	}
+	descWindow   = prometheus.NewDesc("cassfs_prefetch_window", "Samples ahead of the readers the prefetcher may fetch.", []string{"split"}, nil)
+	descPosition = prometheus.NewDesc("cassfs_prefetch_position", "Furthest position readers reached in the current epoch.", []string{"split", "epoch"}, nil)
+)
+
+func init() {
+	for _, d := range cacheDefs {
+		descCache[d.name] = prometheus.NewDesc(d.name, d.help, nil, nil)
+	}
+}
+
+type statsCollector struct {
+	cache *prefetch.Cache
+	pf    *prefetch.Prefetcher // nil without prefetching
+}
+
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range descCache {
+		ch <- d
+	}
+	ch <- descWindow
+	ch <- descPosition
+}
+
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.cache.Stats()
+	for _, d := range cacheDefs {
+		kind := prometheus.GaugeValue
+		if d.counter {
+			kind = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(descCache[d.name], kind, d.get(s))
+	}
+	if c.pf == nil {
+		return
+	}
+	for _, st := range c.pf.Stats() {
+		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Name)
+		ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Head), st.Name, strconv.FormatUint(st.Epoch, 10))
+	}
+}

@@ -1,0 +1,247 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/Shopify/toxiproxy/v2/collectors"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/synth"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// link is a TCP proxy between cassfs and Cassandra that adds latency (our kernels have no
+// netem): Toxiproxy in this process.
+type link struct {
+	proxy *toxiproxy.Proxy
+	addr  string
+}
+
+// linkSpec describes an emulated network path.
+type linkSpec struct {
+	Name      string
+	RTT       time.Duration // added round-trip time, split between the two directions
+	Jitter    time.Duration // per direction
+	Congested float64       // fraction of connections limited to RateKBps (0: none)
+	RateKBps  int64
+}
+
+func newLink(t testing.TB, spec linkSpec) *link {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
+	p := toxiproxy.NewProxy(srv, spec.Name, "127.0.0.1:0", hosts[0])
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	half := spec.RTT.Milliseconds() / 2
+	if half > 0 {
+		for _, dir := range []string{"upstream", "downstream"} {
+			js := fmt.Sprintf(`{"name":"latency_%s","type":"latency","stream":%q,"toxicity":1,"attributes":{"latency":%d,"jitter":%d}}`,
+				dir, dir, half, spec.Jitter.Milliseconds())
+			if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if spec.Congested > 0 {
+		js := fmt.Sprintf(`{"name":"congestion","type":"bandwidth","stream":"downstream","toxicity":%g,"attributes":{"rate":%d}}`,
+			spec.Congested, spec.RateKBps)
+		if _, err := p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &link{proxy: p, addr: p.Listen}
+}
+
+// mountArgs are the cassfs arguments that route every connection through the link.
+func (l *link) mountArgs() []string {
+	return []string{"--hosts", l.addr, "--address-map", hosts[0] + "=" + l.addr}
+}
+
+// batchTimes reads paths in order with p goroutines (each takes the next path) and returns
+// the time each batch of size consecutive paths took to complete after the previous one:
+// what a training loop waits per batch.
+func batchTimes(t testing.TB, paths []string, p, size int) (total time.Duration, bytes int64, perBatch []time.Duration) {
+	done := make([]time.Time, len(paths))
+	var next atomic.Int64
+	var nbytes atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= len(paths) {
+					return
+				}
+				data, err := os.ReadFile(paths[k])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				nbytes.Add(int64(len(data)))
+				done[k] = time.Now()
+			}
+		}()
+	}
+	wg.Wait()
+	total = time.Since(start)
+	prev := start
+	for b := 0; b < len(paths); b += size {
+		end := done[b]
+		for _, d := range done[b:min(b+size, len(paths))] {
+			if d.After(end) {
+				end = d
+			}
+		}
+		if end.Before(prev) {
+			end = prev // this batch was ready before the previous one completed
+		}
+		perBatch = append(perBatch, end.Sub(prev))
+		prev = end
+	}
+	return total, nbytes.Load(), perBatch
+}
+
+func percentile(d []time.Duration, q float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+// BenchmarkLatency is the latency lab: 2,000 ~110 KB images read through cassfs over an
+// emulated link (Toxiproxy) at several round-trip times, without and with prefetching, by a
+// tight parallel Go reader (16 goroutines in file_list order, batches of 64), against the
+// same files on local disk in the same run. Each mount reads epoch 0 (from a cold start:
+// the prefetch window ramps up) and then epoch 1 (steady state: the window carried over;
+// the 128 MiB cache cannot hold the dataset and the page cache is dropped before each
+// epoch, so epoch 1 is fetched again; Cassandra is warm for both). It reports
+// images/s, MB/s and per-batch load time p50/p99/max, and each configuration's throughput
+// relative to the same configuration at loopback latency.
+func BenchmarkLatency(b *testing.B) {
+	const count, readers, batch = 2000, 16, 64
+	dir := b.TempDir()
+	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 31}); err != nil {
+		b.Fatal(err)
+	}
+	root, _ := synth.Layout(dir)
+	ds := newDataset(b, "latency")
+	if r := cassfs(b, "ingest", "-d", ds, "--progress", "none", root); r.code != 0 {
+		b.Fatal(r)
+	}
+	st := openStore(b, ds, false)
+	links := []linkSpec{
+		{Name: "rtt-0.1ms"},
+		{Name: "rtt-20ms", RTT: 20 * time.Millisecond, Jitter: 2 * time.Millisecond},
+		{Name: "rtt-150ms", RTT: 150 * time.Millisecond, Jitter: 10 * time.Millisecond},
+	}
+	modes := []struct {
+		name string
+		args []string
+	}{
+		{"no-prefetch", []string{"--prefetch", "0", "--cache-size", "128MiB"}},
+		{"prefetch", []string{"--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
+	}
+	for range b.N {
+		var local []string
+		lines, _ := func() ([]string, []string) {
+			// The local baseline reads the source files in the same (epoch 0) order.
+			m := startMount(b, ds)
+			defer m.stop(b)
+			return fileList(b, filepath.Join(m.dir, "all", "epoch-0"))
+		}()
+		for _, l := range lines {
+			local = append(local, filepath.Join(root, origName(l)))
+		}
+		dropPageCache(b)
+		lt, lbytes, lbatches := batchTimes(b, local, readers, batch)
+		warmStore(b, st)
+		report(b, "local-disk", lt, lbytes, count, lbatches)
+
+		base := map[string]float64{}
+		for _, spec := range links {
+			ln := newLink(b, spec)
+			for _, mode := range modes {
+				m := startMount(b, ds, append(ln.mountArgs(), mode.args...)...)
+				for _, epochN := range []string{"epoch-0", "epoch-1"} {
+					epoch := filepath.Join(m.dir, "all", epochN)
+					names, _ := fileList(b, epoch)
+					var paths []string
+					for _, l := range names {
+						paths = append(paths, filepath.Join(epoch, l))
+					}
+					// Epoch 1 visits the same inodes: without this the kernel's page cache,
+					// not cassfs, would serve it. Dropping it drops Cassandra's too, so
+					// Cassandra is warmed again by direct reads: the link is what is measured.
+					dropPageCache(b)
+					warmStore(b, st)
+					total, nbytes, batches := batchTimes(b, paths, readers, batch)
+					name := spec.Name + "/" + mode.name + "/" + epochN
+					rate := report(b, name, total, nbytes, count, batches)
+					key := mode.name + epochN
+					if spec.RTT == 0 {
+						base[key] = rate
+					} else if base[key] > 0 {
+						b.ReportMetric(rate/base[key], name+"-vs-0.1ms")
+						fmt.Fprintf(os.Stderr, "%-32s %8.2f of the same at 0.1 ms\n", name, rate/base[key])
+					}
+				}
+				m.stop(b)
+			}
+			ln.proxy.Stop()
+		}
+	}
+}
+
+func report(b *testing.B, name string, total time.Duration, nbytes int64, count int, batches []time.Duration) float64 {
+	rate := float64(count) / total.Seconds()
+	b.ReportMetric(rate, name+"-images/s")
+	b.ReportMetric(float64(nbytes)/1e6/total.Seconds(), name+"-MB/s")
+	b.ReportMetric(float64(percentile(batches, 0.5).Microseconds())/1000, name+"-batch-p50-ms")
+	b.ReportMetric(float64(percentile(batches, 0.99).Microseconds())/1000, name+"-batch-p99-ms")
+	b.ReportMetric(float64(slices.Max(batches).Microseconds())/1000, name+"-batch-max-ms")
+	fmt.Fprintf(os.Stderr, "%-32s %8.0f images/s %7.1f MB/s  batch p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", name, rate,
+		float64(nbytes)/1e6/total.Seconds(), float64(percentile(batches, 0.5).Microseconds())/1000,
+		float64(percentile(batches, 0.99).Microseconds())/1000, float64(slices.Max(batches).Microseconds())/1000)
+	return rate
+}
+
+// warmStore reads every blob of st directly, so Cassandra serves the benchmark from memory.
+func warmStore(b *testing.B, st *store.Cassandra) {
+	var ids []uuid.UUID
+	if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < len(ids); k = int(next.Add(1)) - 1 {
+				if _, err := st.Get(context.Background(), ids[k], nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
