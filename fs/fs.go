@@ -74,6 +74,10 @@ type Config struct {
 	// bytes per sample of its split). Evicted ones are recomputed when used.
 	EpochViews int
 	Blobs      BlobSource
+	// Arrival selects arrival binding (see arrival.go) instead of the fixed name↔sample
+	// mapping; Cached must then report whether a sample's blob is in memory.
+	Arrival bool
+	Cached  func(i uint32) bool
 	// Prefetcher, if set, is told of every lookup of a sample in an epoch directory (its
 	// position in the epoch), so that it can fetch what comes next.
 	Prefetcher *prefetch.Prefetcher
@@ -169,6 +173,8 @@ type epochView struct {
 	listSize int64 // size of file_list.txt
 	lineOnce sync.Once
 	lineEnd  []uint64 // lineEnd[k] = offset just past line k of file_list.txt
+	bindOnce sync.Once
+	bind     *binding // arrival bindings, made on first use
 }
 
 func (f *FS) view(s *splits.Split, n uint64) *epochView {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -62,6 +63,7 @@ func newFixture(t testing.TB, n int, classes []string, opts store.MemoryOptions)
 }
 
 type mountOpts struct {
+	arrival    bool
 	seed       uint64
 	logger     *slog.Logger
 	cache      *prefetch.Cache
@@ -93,6 +95,8 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 		Seed:       o.seed,
 		Blobs:      cache.Get,
 		Prefetcher: o.prefetcher,
+		Arrival:    o.arrival,
+		Cached:     cache.Has,
 		Logger:     logger,
 	}), cfs.MountOptions{FsName: "cassfs:test"})
 	if err != nil {
@@ -561,3 +565,107 @@ func TestPrefetchFollowsLookups(t *testing.T) {
 		t.Errorf("prefetch stream %+v: want one stream whose window grew from 8", st)
 	}
 }
+
+// TestArrivalBinding: with stragglers in the store and several concurrent readers walking
+// file_list.txt, arrival binding gives every sample exactly once per epoch, each under its
+// own class, and a name keeps its content once bound; the stragglers end up bound to later
+// names than their own positions.
+func TestArrivalBinding(t *testing.T) {
+	straggler := func(id uuid.UUID) bool { return id[0] < 24 } // ~10% of samples
+	f := newFixture(t, 300, classes, store.MemoryOptions{Latency: func(id uuid.UUID) time.Duration {
+		if straggler(id) {
+			return 300 * time.Millisecond
+		}
+		return time.Millisecond
+	}})
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30})
+	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 64})
+	defer p.Close()
+	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, arrival: true})
+	root := filepath.Join(mnt, "all", "epoch-0")
+	data, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	// Listing binds nothing: it happens before any read and must not wait.
+	for _, c := range classes {
+		if _, err := os.ReadDir(filepath.Join(root, c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byContent := map[string]string{}
+	for orig, blob := range f.blobs {
+		byContent[string(blob)] = orig
+	}
+	got := make([]string, len(lines)) // position → sample read there
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < len(lines); k = int(next.Add(1)) - 1 {
+				name := lines[k][:strings.LastIndexByte(lines[k], ' ')]
+				blob, err := os.ReadFile(filepath.Join(root, name))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				orig, ok := byContent[string(blob)]
+				if !ok {
+					t.Errorf("%s: content of no sample", name)
+					return
+				}
+				if class(orig) != class(name) {
+					t.Errorf("%s holds %s, of another class", name, orig)
+				}
+				var st syscall.Stat_t
+				if err := syscall.Stat(filepath.Join(root, name), &st); err != nil || st.Size != int64(len(blob)) {
+					t.Errorf("%s: stat size %d, content %d bytes", name, st.Size, len(blob))
+				}
+				got[k] = orig
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for _, o := range got {
+		seen[o]++
+	}
+	if len(seen) != len(f.blobs) {
+		t.Errorf("the epoch showed %d distinct samples, want %d", len(seen), len(f.blobs))
+	}
+	for o, n := range seen {
+		if n != 1 {
+			t.Errorf("%s appeared %d times in one epoch", o, n)
+		}
+	}
+	// Once bound, a name keeps its content.
+	for k, line := range lines[:50] {
+		name := line[:strings.LastIndexByte(line, ' ')]
+		blob, _ := os.ReadFile(filepath.Join(root, name))
+		if byContent[string(blob)] != got[k] {
+			t.Errorf("%s changed content after it was bound", name)
+		}
+	}
+	// Stragglers were pushed back: on average they are read later than their own positions.
+	var own, bound, n int
+	for k, o := range got {
+		if straggler(store.SampleID("test", o)) {
+			i, _ := f.ix.Find(store.SampleID("test", o))
+			for pos, j := range splits.Permutation(f.ix.Len(), "all", 0, 0) {
+				if j == i {
+					own += pos
+				}
+			}
+			bound += k
+			n++
+		}
+	}
+	if n == 0 || bound <= own {
+		t.Errorf("%d stragglers at mean position %d, their own mean position %d: arrival binding should push them back", n, bound/max(n, 1), own/max(n, 1))
+	}
+}
+
+func class(p string) string { return p[:strings.IndexByte(p, '/')] }

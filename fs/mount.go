@@ -58,6 +58,9 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 			Debug:        o.Debug,
 		},
 	}
+	// Arrival binding happens at LOOKUP; READDIRPLUS would look up (bind) every listed
+	// name, so listings must be plain READDIR.
+	opts.DisableReadDirPlus = f.cfg.Arrival
 	server, err := gofs.Mount(dir, f.Root(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)

@@ -230,6 +230,9 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	d.fs.accessed(d.split, d.n, pos)
+	if d.fs.cfg.Arrival {
+		i = d.fs.bindArrival(v, pos, d.label)
+	}
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 

@@ -176,7 +176,15 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.used.Contains(i) || c.fresh.Contains(i) || c.inflight[i] != nil {
+	if c.fresh.Contains(i) || c.inflight[i] != nil {
+		return true
+	}
+	if data, ok := c.used.Peek(i); ok {
+		// Read before (in an earlier epoch) and wanted again soon: make it fresh, or
+		// used-first eviction would drop it just before its reader arrives.
+		c.used.Remove(i)
+		c.fresh.Add(i, data)
+		c.freshBytes += int64(len(data))
 		return true
 	}
 	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
@@ -256,6 +264,13 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 		c.used.Add(i, data)
 	}
 	c.bytes += n
+}
+
+// Has reports whether sample i's blob is in memory (fetched, not evicted).
+func (c *Cache) Has(i uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fresh.Contains(i) || c.used.Contains(i)
 }
 
 // Stats returns the cache's counters.

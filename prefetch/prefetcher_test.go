@@ -303,3 +303,31 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchKeepsReusedBlobs: a blob read in epoch N and prefetched again for epoch N+1 is
+// protected from used-first eviction until it is read again.
+func TestPrefetchKeepsReusedBlobs(t *testing.T) {
+	f := newCountingFetch(testBlobSize)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 10 * testBlobSize})
+	defer c.Close()
+	ctx := context.Background()
+	for i := range uint32(5) {
+		c.Get(ctx, i) // used
+	}
+	if !c.Prefetch(2, testBlobSize, 100, 0) {
+		t.Fatal("Prefetch of a cached blob refused")
+	}
+	// Fill the cache with other demand reads: used blobs go, the re-prefetched one stays.
+	for i := uint32(100); i < 109; i++ {
+		c.Get(ctx, i)
+	}
+	if !c.Has(2) {
+		t.Error("a blob prefetched again was evicted before its reader came")
+	}
+	if c.Has(0) || c.Has(1) {
+		t.Error("used blobs were kept over a fresh one")
+	}
+	if f.total.Load() != 14 {
+		t.Errorf("%d fetches, want 14 (the re-prefetch of a cached blob fetches nothing)", f.total.Load())
+	}
+}

@@ -27,6 +27,7 @@ type mountFlags struct {
 	epochViews    int
 	cacheSize     string
 	prefetch      int
+	order         string
 	prefetchIO    int
 	maxBackground int
 	allowOther    bool
@@ -56,7 +57,12 @@ At start the dataset's metadata is loaded once; listings never touch the databas
 File contents are fetched whole, once however many readers ask, and kept in a cache of
 --cache-size bytes. As readers look up names of an epoch, the samples that follow in the
 epoch's order are prefetched, many at once, into the cache as they arrive; the window grows
-with consumption up to --prefetch samples and carries on into the next epoch. A read whose fetch fails or exceeds --timeout gets EIO (the
+with consumption up to --prefetch samples and carries on into the next epoch.
+
+--order strict (the default) keeps every name bound to the sample at its position:
+reproducible runs. --order arrival binds each name, on its first lookup, to a sample of
+the same class that has already arrived, so no reader waits behind a slow fetch; every
+sample still appears exactly once per epoch, and a name keeps its content once bound. A read whose fetch fails or exceeds --timeout gets EIO (the
 cause is logged once); readers never hang on a dead database.
 
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
@@ -81,6 +87,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB)")
 	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
+	fl.StringVar(&f.order, "order", "strict", "strict: a name always means the same sample (reproducible); arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9108 (default: off)")
@@ -109,6 +116,9 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	}
 	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 {
 		return usageError{errors.New("--epochs-listed and --prefetch must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
+	}
+	if f.order != "strict" && f.order != "arrival" {
+		return usageError{fmt.Errorf("--order %q: use strict or arrival", f.order)}
 	}
 	cfg, err := f.db.config()
 	if err != nil {
@@ -156,6 +166,8 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		EpochViews:   f.epochViews,
 		Blobs:        cache.Get,
 		Prefetcher:   prefetcher,
+		Arrival:      f.order == "arrival",
+		Cached:       cache.Has,
 		Logger:       log,
 	})
 	server, err := cfs.Mount(dir, filesystem, cfs.MountOptions{
@@ -167,7 +179,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "seed", f.seed)
+	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "seed", f.seed, "order", f.order, "prefetch", f.prefetch)
 
 	served := make(chan struct{})
 	go func() { server.Wait(); close(served) }()
