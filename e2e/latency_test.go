@@ -128,8 +128,9 @@ func percentile(d []time.Duration, q float64) time.Duration {
 
 // BenchmarkLatency is the latency lab: 2,000 ~110 KB images read through cassfs over an
 // emulated link (Toxiproxy) at several round-trip times, without and with prefetching, by a
-// tight parallel Go reader (16 goroutines in file_list order, batches of 64), against the
-// same files on local disk in the same run. Each mount reads epoch 0 (from a cold start:
+// tight parallel Go reader (16 goroutines in file_list order, batches of 64), in three
+// modes — no prefetching, prefetching with strict order, prefetching with arrival binding —
+// against the same files on local disk in the same run. Each mount reads epoch 0 (from a cold start:
 // the prefetch window ramps up) and then epoch 1 (steady state: the window carried over;
 // the 128 MiB cache cannot hold the dataset and the page cache is dropped before each
 // epoch, so epoch 1 is fetched again; Cassandra is warm for both). It reports
@@ -157,7 +158,8 @@ func BenchmarkLatency(b *testing.B) {
 		args []string
 	}{
 		{"no-prefetch", []string{"--prefetch", "0", "--cache-size", "128MiB"}},
-		{"prefetch", []string{"--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
+		{"strict", []string{"--order", "strict", "--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
+		{"arrival", []string{"--order", "arrival", "--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
 	}
 	for range b.N {
 		var local []string
