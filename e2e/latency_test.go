@@ -152,6 +152,9 @@ func BenchmarkLatency(b *testing.B) {
 		{Name: "rtt-0.1ms"},
 		{Name: "rtt-20ms", RTT: 20 * time.Millisecond, Jitter: 2 * time.Millisecond},
 		{Name: "rtt-150ms", RTT: 150 * time.Millisecond, Jitter: 10 * time.Millisecond},
+		// Congested routes (the paper's stragglers): each of 4 connections is, with
+		// probability 1/2, limited to 2 MB/s downstream. Which ones is random per run.
+		{Name: "rtt-150ms-congested", RTT: 150 * time.Millisecond, Jitter: 10 * time.Millisecond, Congested: 0.5, RateKBps: 2048},
 	}
 	modes := []struct {
 		name string
@@ -181,7 +184,16 @@ func BenchmarkLatency(b *testing.B) {
 		for _, spec := range links {
 			ln := newLink(b, spec)
 			for _, mode := range modes {
-				m := startMount(b, ds, append(ln.mountArgs(), mode.args...)...)
+				args := mode.args
+				if spec.Congested > 0 {
+					if mode.name == "no-prefetch" {
+						continue // tens of images/s: minutes per epoch, and nothing to learn
+					}
+					// Fewer requests in flight, so that those queued behind a 2 MB/s
+					// connection finish within the 10 s request deadline.
+					args = append(slices.Clone(args), "--prefetch-in-flight", "128", "--max-in-flight", "256", "--conns-per-host", "4")
+				}
+				m := startMount(b, ds, append(ln.mountArgs(), args...)...)
 				for _, epochN := range []string{"epoch-0", "epoch-1"} {
 					epoch := filepath.Join(m.dir, "all", epochN)
 					names, _ := fileList(b, epoch)

@@ -53,6 +53,7 @@ type dbFlags struct {
 	timeout     time.Duration
 	maxInFlight int
 	addressMap  []string
+	conns       int
 }
 
 func (f *dbFlags) register(c *cobra.Command) {
@@ -66,6 +67,7 @@ func (f *dbFlags) register(c *cobra.Command) {
 	fl.StringVar(&f.localDC, "local-dc", "", "keep requests in this data centre (default: any)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of every database request, retries included")
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "most database requests in flight at once")
+	fl.IntVar(&f.conns, "conns-per-host", 2, "connections to each node (requests are multiplexed over them)")
 	fl.StringArrayVar(&f.addressMap, "address-map", nil, "reach a node that advertises FROM at TO instead, as FROM=TO with host:port each (NAT, tunnels, proxies); repeatable")
 }
 
@@ -78,6 +80,9 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 	}
 	if f.timeout <= 0 {
 		return store.CassandraConfig{}, usageError{fmt.Errorf("--timeout must be positive, got %v", f.timeout)}
+	}
+	if f.conns <= 0 {
+		return store.CassandraConfig{}, usageError{fmt.Errorf("--conns-per-host must be positive, got %d", f.conns)}
 	}
 	if f.maxInFlight <= 0 {
 		return store.CassandraConfig{}, usageError{fmt.Errorf("--max-in-flight must be positive, got %d", f.maxInFlight)}
@@ -101,6 +106,7 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 	}
 	return store.CassandraConfig{
 		AddressMap:  amap,
+		NumConns:    f.conns,
 		Hosts:       hosts,
 		Dataset:     f.dataset,
 		LocalDC:     f.localDC,
