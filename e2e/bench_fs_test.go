@@ -7,43 +7,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/synth"
+	"github.com/google/uuid"
 )
 
 // readAll reads every path with p goroutines (open, read to EOF, close) and returns files/s
 // and MB/s.
 func readAll(b *testing.B, paths []string, p int) (filesPerSec, mbPerSec float64) {
-	var next atomic.Int64
-	var bytes atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= len(paths) {
-					return
-				}
-				data, err := os.ReadFile(paths[k])
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				bytes.Add(int64(len(data)))
-			}
-		}()
-	}
-	wg.Wait()
-	secs := time.Since(start).Seconds()
-	return float64(len(paths)) / secs, float64(bytes.Load()) / 1e6 / secs
+	total, nbytes, _ := batchTimes(b, paths, p, len(paths))
+	return float64(len(paths)) / total.Seconds(), float64(nbytes) / 1e6 / total.Seconds()
 }
 
 func dropPageCache(b *testing.B) {
@@ -78,8 +53,8 @@ func BenchmarkFilesystemRead(b *testing.B) {
 		return err
 	})
 	st := openStore(b, ds, false)
-	var ids []store.Sample
-	st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s); return nil })
+	var ids []uuid.UUID
+	st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil })
 
 	for range b.N {
 		dropPageCache(b)
@@ -90,27 +65,7 @@ func BenchmarkFilesystemRead(b *testing.B) {
 		// dropped; the second is the ceiling the mount is compared with.
 		storeRaw := 0.0
 		for range 2 {
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			start := time.Now()
-			for range readers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						k := int(next.Add(1)) - 1
-						if k >= len(ids) {
-							return
-						}
-						if _, err := st.Get(context.Background(), ids[k].ID, nil); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			storeRaw = float64(len(ids)) / time.Since(start).Seconds()
+			storeRaw = getAll(b, st, ids, readers)
 		}
 
 		m := startMount(b, ds)

@@ -243,9 +243,15 @@ func warmStore(b *testing.B, st *store.Cassandra) {
 	if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
 		b.Fatal(err)
 	}
+	getAll(b, st, ids, 32)
+}
+
+// getAll reads every id with p reads in flight and returns reads per second.
+func getAll(b *testing.B, st *store.Cassandra, ids []uuid.UUID, p int) float64 {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for range 32 {
+	start := time.Now()
+	for range p {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -258,4 +264,5 @@ func warmStore(b *testing.B, st *store.Cassandra) {
 		}()
 	}
 	wg.Wait()
+	return float64(len(ids)) / time.Since(start).Seconds()
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -253,4 +254,68 @@ func fileList(t testing.TB, root string) (paths []string, labels []string) {
 func origName(p string) string {
 	c, name, _ := strings.Cut(p, "/")
 	return c + "/" + name[strings.IndexByte(name, '_')+1:]
+}
+
+// readSample is one item a reader produced: the source path it matched and the label it gave.
+type readSample struct {
+	rel   string // "" when the content matched no source file
+	label int
+}
+
+// expectEachOnce checks that a reader's items are every sample of d exactly once, each with
+// its class index as label, and returns the source paths in read order.
+func expectEachOnce(t testing.TB, d *srcDataset, reader string, items []readSample) []string {
+	t.Helper()
+	seen := map[string]bool{}
+	var order []string
+	for _, it := range items {
+		if it.rel == "" || seen[it.rel] {
+			t.Fatalf("%s read unknown or repeated content (%q)", reader, it.rel)
+		}
+		seen[it.rel] = true
+		order = append(order, it.rel)
+		if want := slices.Index(d.ix.Labels(), class(it.rel)); it.label != want {
+			t.Errorf("%s: %s with label %d, want %d", reader, it.rel, it.label, want)
+		}
+	}
+	if len(seen) != len(d.sha) {
+		t.Errorf("%s read %d samples, want %d", reader, len(seen), len(d.sha))
+	}
+	return order
+}
+
+// readDALI runs dali_read.py with args and matches what it read to the source files.
+func readDALI(t testing.TB, d *srcDataset, args ...string) (daliOut, []readSample) {
+	t.Helper()
+	var out daliOut
+	runPython(t, &out, "dali_read.py", args...)
+	var items []readSample
+	for _, s := range out.Samples {
+		items = append(items, readSample{d.byHash[s.SHA256], s.Label})
+	}
+	return out, items
+}
+
+// readTorchvision runs torch_read.py on an epoch directory and matches the decoded pixels
+// to the source images (decoded by the same PIL).
+func readTorchvision(t testing.TB, d *srcDataset, dir string) (classes []string, items []readSample) {
+	t.Helper()
+	var ref map[string]string // source path → pixel hash
+	runPython(t, &ref, "pixel_hashes.py", d.root)
+	byPixels := map[string]string{}
+	for rel, h := range ref {
+		byPixels[h] = rel
+	}
+	var out struct {
+		Classes []string `json:"classes"`
+		Samples []struct {
+			Pixels string `json:"pixels"`
+			Label  int    `json:"label"`
+		} `json:"samples"`
+	}
+	runPython(t, &out, "torch_read.py", dir, "--workers", "2")
+	for _, s := range out.Samples {
+		items = append(items, readSample{byPixels[s.Pixels], s.Label})
+	}
+	return out.Classes, items
 }

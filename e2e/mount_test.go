@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,24 +141,8 @@ func TestDALIFileList(t *testing.T) {
 func TestDALIFileRoot(t *testing.T) {
 	d := sharedDataset(t)
 	m := startMount(t, d.name)
-	var out daliOut
-	runPython(t, &out, "dali_read.py", "--file-root", filepath.Join(m.dir, "all", "epoch-2"))
-	seen := map[string]bool{}
-	var order []string
-	for _, s := range out.Samples {
-		rel, ok := d.byHash[s.SHA256]
-		if !ok || seen[rel] {
-			t.Fatalf("DALI read unknown or repeated content (%s)", rel)
-		}
-		seen[rel] = true
-		order = append(order, rel)
-		if s.Label != slices.Index(d.ix.Labels(), class(rel)) {
-			t.Errorf("%s: label %d", rel, s.Label)
-		}
-	}
-	if len(seen) != sharedCount {
-		t.Errorf("DALI file_root read %d samples, want %d", len(seen), sharedCount)
-	}
+	_, items := readDALI(t, d, "--file-root", filepath.Join(m.dir, "all", "epoch-2"))
+	order := expectEachOnce(t, d, "DALI file_root", items)
 	// Without shuffling DALI reads class by class, each in sorted name order = epoch order.
 	var want []string
 	for _, c := range d.ix.Labels() {
@@ -177,37 +162,11 @@ func TestDALIFileRoot(t *testing.T) {
 func TestTorchvisionImageFolder(t *testing.T) {
 	d := sharedDataset(t)
 	m := startMount(t, d.name)
-	var ref map[string]string // source path → pixel hash
-	runPython(t, &ref, "pixel_hashes.py", d.root)
-	byPixels := map[string]string{}
-	for rel, h := range ref {
-		byPixels[h] = rel
+	classes, items := readTorchvision(t, d, filepath.Join(m.dir, "all", "epoch-4"))
+	if !slices.Equal(classes, d.ix.Labels()) {
+		t.Errorf("ImageFolder classes %q, want %q", classes, d.ix.Labels())
 	}
-	var out struct {
-		Classes []string `json:"classes"`
-		Samples []struct {
-			Pixels string `json:"pixels"`
-			Label  int    `json:"label"`
-		} `json:"samples"`
-	}
-	runPython(t, &out, "torch_read.py", filepath.Join(m.dir, "all", "epoch-4"), "--workers", "2")
-	if !slices.Equal(out.Classes, d.ix.Labels()) {
-		t.Errorf("ImageFolder classes %q, want %q", out.Classes, d.ix.Labels())
-	}
-	seen := map[string]bool{}
-	for _, s := range out.Samples {
-		rel, ok := byPixels[s.Pixels]
-		if !ok || seen[rel] {
-			t.Fatalf("torchvision read unknown or repeated pixels (%s)", rel)
-		}
-		seen[rel] = true
-		if s.Label != slices.Index(d.ix.Labels(), class(rel)) {
-			t.Errorf("%s: label %d", rel, s.Label)
-		}
-	}
-	if len(seen) != sharedCount {
-		t.Errorf("torchvision read %d samples, want %d", len(seen), sharedCount)
-	}
+	expectEachOnce(t, d, "torchvision", items)
 }
 
 // TestEpochsAcrossMounts: epoch N and N+1 differ; epoch N listed twice, or by two mounts with
@@ -250,12 +209,40 @@ func TestCassandraOutage(t *testing.T) {
 		t.Skip("stops the local node started by cassandra.sh; not run against an external cluster")
 	}
 	d := sharedDataset(t)
-	m := startMount(t, d.name, "--timeout", "3s")
+	// Without prefetching, so that the reads below are not served from the cache.
+	m := startMount(t, d.name, "--timeout", "3s", "--prefetch", "0")
 	root := filepath.Join(m.dir, "all", "epoch-0")
 	paths, _ := fileList(t, root)
 	if _, err := os.ReadFile(filepath.Join(root, paths[0])); err != nil {
 		t.Fatalf("read before the outage: %v", err)
 	}
+	// A node that hangs (frozen, not refusing connections): reads end in EIO at the
+	// deadline — twice it at most, as the kernel retries a failed readahead once with a
+	// read of its own — not later; after it thaws, reads work.
+	status, _ := exec.Command("./cassandra.sh", "status").Output()
+	pm := regexp.MustCompile(`node 1: running \(pid (\d+)\)`).FindSubmatch(status)
+	if pm == nil {
+		t.Fatalf("no running node 1 in: %s", status)
+	}
+	pid, _ := strconv.Atoi(string(pm[1]))
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := os.ReadFile(filepath.Join(root, paths[10]))
+	took := time.Since(start)
+	syscall.Kill(pid, syscall.SIGCONT)
+	t.Logf("read with the node frozen: %v after %v", err, took)
+	if !errors.Is(err, syscall.EIO) {
+		t.Errorf("read with the node frozen: %v, want EIO", err)
+	}
+	if took < 2*time.Second || took > 10*time.Second {
+		t.Errorf("read with the node frozen ended after %v, want within twice the 3s deadline", took)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, paths[11])); err != nil || sha(data) != d.sha[origName(paths[11])] {
+		t.Errorf("read after the node thawed: %v", err)
+	}
+
 	if out, err := exec.Command("./cassandra.sh", "stop").CombinedOutput(); err != nil {
 		t.Fatalf("stop Cassandra: %v\n%s", err, out)
 	}

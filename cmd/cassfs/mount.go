@@ -63,7 +63,8 @@ with consumption up to --prefetch samples and carries on into the next epoch.
 reproducible runs. --order arrival binds each name, on its first lookup, to a sample of
 the same class that has already arrived, so no reader waits behind a slow fetch; every
 sample still appears exactly once per epoch, and a name keeps its content once bound. A read whose fetch fails or exceeds --timeout gets EIO (the
-cause is logged once); readers never hang on a dead database.
+cause is logged once; the kernel retries a failed readahead once, so a reader waits at
+most twice --timeout); readers never hang on a dead database.
 
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
 recovered; a mountpoint in use is refused.`,
