@@ -4,10 +4,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -180,7 +183,24 @@ func BenchmarkLatency(b *testing.B) {
 		warmStore(b, st)
 		report(b, "local-disk", lt, lbytes, count, lbatches)
 
+		// The local baselines for the readers: the same files, a file_list in epoch-0 order.
+		var list strings.Builder
+		labels := classNames(b, root)
+		for _, l := range lines {
+			fmt.Fprintf(&list, "images/%s %d\n", origName(l), slices.Index(labels, class(l)))
+		}
+		localList := filepath.Join(dir, "local_list.txt")
+		if err := os.WriteFile(localList, []byte(list.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		dropPageCache(b)
+		warmStore(b, st)
+		readerBench(b, "local-disk/dali", "dali_bench.py", localList)
+		dropPageCache(b)
+		readerBench(b, "local-disk/torchvision", "torch_bench.py", root)
+
 		base := map[string]float64{}
+		batches := map[string][]float64{} // configuration → per-batch seconds, for the plot
 		for _, spec := range links {
 			ln := newLink(b, spec)
 			for _, mode := range modes {
@@ -206,9 +226,12 @@ func BenchmarkLatency(b *testing.B) {
 					// Cassandra is warmed again by direct reads: the link is what is measured.
 					dropPageCache(b)
 					warmStore(b, st)
-					total, nbytes, batches := batchTimes(b, paths, readers, batch)
+					total, nbytes, bt := batchTimes(b, paths, readers, batch)
 					name := spec.Name + "/" + mode.name + "/" + epochN
-					rate := report(b, name, total, nbytes, count, batches)
+					rate := report(b, name, total, nbytes, count, bt)
+					for _, d := range bt {
+						batches[name] = append(batches[name], d.Seconds())
+					}
 					key := mode.name + epochN
 					if spec.RTT == 0 {
 						base[key] = rate
@@ -217,11 +240,72 @@ func BenchmarkLatency(b *testing.B) {
 						fmt.Fprintf(os.Stderr, "%-32s %8.2f of the same at 0.1 ms\n", name, rate/base[key])
 					}
 				}
+				// The readers, in later epochs of the same mount: DALI in file_list order,
+				// torchvision shuffling on its own. Without prefetching at 150 ms each would
+				// take minutes (DALI opens files one at a time): skipped.
+				if !(mode.name == "no-prefetch" && spec.RTT >= 150*time.Millisecond) {
+					dropPageCache(b)
+					warmStore(b, st)
+					readerBench(b, spec.Name+"/"+mode.name+"/dali", "dali_bench.py", filepath.Join(m.dir, "all", "epoch-2", "file_list.txt"))
+					dropPageCache(b)
+					warmStore(b, st)
+					readerBench(b, spec.Name+"/"+mode.name+"/torchvision", "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
+				}
+				fmt.Fprintf(os.Stderr, "%-32s daemon peak RSS %.0f MiB (cache bound 128 MiB)\n", spec.Name+"/"+mode.name, peakRSSMiB(b, m))
+				b.ReportMetric(peakRSSMiB(b, m), spec.Name+"/"+mode.name+"-peak-RSS-MiB")
 				m.stop(b)
 			}
 			ln.proxy.Stop()
 		}
+		if out := os.Getenv("CASSFS_BENCH_BATCHES"); out != "" {
+			data, _ := json.Marshal(batches)
+			if err := os.WriteFile(out, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
+}
+
+// readerBench runs a reader's timing script and reports images/s and batch times.
+func readerBench(b *testing.B, name, script string, arg string) {
+	var out struct {
+		Images       int       `json:"images"`
+		Seconds      float64   `json:"seconds"`
+		BatchSeconds []float64 `json:"batch_seconds"`
+	}
+	runPython(b, &out, script, arg)
+	var bt []time.Duration
+	for _, s := range out.BatchSeconds {
+		bt = append(bt, time.Duration(s*float64(time.Second)))
+	}
+	report(b, name, time.Duration(out.Seconds*float64(time.Second)), 0, out.Images, bt)
+}
+
+// peakRSSMiB is the mount daemon's peak resident memory so far (VmHWM).
+func peakRSSMiB(b *testing.B, m *mounted) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mm := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(data)
+	if mm == nil {
+		b.Fatalf("no VmHWM in /proc/%d/status", m.cmd.Process.Pid)
+	}
+	kb, _ := strconv.Atoi(string(mm[1]))
+	return float64(kb) / 1024
+}
+
+// classNames lists the class directories of an ImageFolder root.
+func classNames(b *testing.B, root string) []string {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
 }
 
 func report(b *testing.B, name string, total time.Duration, nbytes int64, count int, batches []time.Duration) float64 {
@@ -231,7 +315,7 @@ func report(b *testing.B, name string, total time.Duration, nbytes int64, count 
 	b.ReportMetric(float64(percentile(batches, 0.5).Microseconds())/1000, name+"-batch-p50-ms")
 	b.ReportMetric(float64(percentile(batches, 0.99).Microseconds())/1000, name+"-batch-p99-ms")
 	b.ReportMetric(float64(slices.Max(batches).Microseconds())/1000, name+"-batch-max-ms")
-	fmt.Fprintf(os.Stderr, "%-32s %8.0f images/s %7.1f MB/s  batch p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", name, rate,
+	fmt.Fprintf(os.Stderr, "%-40s %8.0f images/s %7.1f MB/s  batch p50 %7.1f ms  p99 %7.1f ms  max %7.1f ms\n", name, rate,
 		float64(nbytes)/1e6/total.Seconds(), float64(percentile(batches, 0.5).Microseconds())/1000,
 		float64(percentile(batches, 0.99).Microseconds())/1000, float64(slices.Max(batches).Microseconds())/1000)
 	return rate
