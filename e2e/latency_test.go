@@ -44,9 +44,15 @@ type linkSpec struct {
 
 func newLink(t testing.TB, spec linkSpec) *link {
 	t.Helper()
+	return newLinkTo(t, spec, hosts[0])
+}
+
+// newLinkTo is newLink to another upstream address.
+func newLinkTo(t testing.TB, spec linkSpec, upstream string) *link {
+	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	srv.Metrics.ProxyMetrics = collectors.NewProxyMetricCollectors()
-	p := toxiproxy.NewProxy(srv, spec.Name, "127.0.0.1:0", hosts[0])
+	p := toxiproxy.NewProxy(srv, spec.Name, "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +139,9 @@ func percentile(d []time.Duration, q float64) time.Duration {
 // emulated link (Toxiproxy) at several round-trip times, without and with prefetching, by a
 // tight parallel Go reader (16 goroutines in file_list order, batches of 64), in three
 // modes — no prefetching, prefetching with strict order, prefetching with arrival binding —
-// against the same files on local disk in the same run. Each mount reads epoch 0 (from a cold start:
+// against the same files on local disk and over sshfs through the same emulated link, in the
+// same run. DALI (file_list) and torchvision (ImageFolder, shuffling DataLoader) loaders are
+// timed the same way. Each mount reads epoch 0 (from a cold start:
 // the prefetch window ramps up) and then epoch 1 (steady state: the window carried over;
 // the 128 MiB cache cannot hold the dataset and the page cache is dropped before each
 // epoch, so epoch 1 is fetched again; Cassandra is warm for both). It reports
@@ -201,7 +209,23 @@ func BenchmarkLatency(b *testing.B) {
 
 		base := map[string]float64{}
 		batches := map[string][]float64{} // configuration → per-batch seconds, for the plot
+		ssh := startSSHD(b)
 		for _, spec := range links {
+			if spec.Congested == 0 {
+				// Another network filesystem over the same emulated link: sshfs (one SSH
+				// connection, so the congested case, decided per connection, is left out).
+				sl := newLinkTo(b, spec, ssh.addr)
+				mnt, unmount := mountSSHFS(b, ssh, sl.addr, root)
+				var paths []string
+				for _, l := range lines {
+					paths = append(paths, filepath.Join(mnt, origName(l)))
+				}
+				dropPageCache(b)
+				total, nbytes, bt := batchTimes(b, paths, readers, batch)
+				report(b, spec.Name+"/sshfs", total, nbytes, count, bt)
+				unmount()
+				sl.proxy.Stop()
+			}
 			ln := newLink(b, spec)
 			for _, mode := range modes {
 				args := mode.args
