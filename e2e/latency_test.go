@@ -237,7 +237,8 @@ func BenchmarkLatency(b *testing.B) {
 					// connection finish within the 10 s request deadline.
 					args = append(slices.Clone(args), "--prefetch-in-flight", "128", "--max-in-flight", "256", "--conns-per-host", "4")
 				}
-				m := startMount(b, ds, append(ln.mountArgs(), args...)...)
+				m := startMount(b, ds, append(append(ln.mountArgs(), args...), "--metrics-addr", "127.0.0.1:0")...)
+				murl := metricsURL(b, m)
 				for _, epochN := range []string{"epoch-0", "epoch-1"} {
 					epoch := filepath.Join(m.dir, "all", epochN)
 					names, _ := fileList(b, epoch)
@@ -275,7 +276,8 @@ func BenchmarkLatency(b *testing.B) {
 					warmStore(b, st)
 					readerBench(b, spec.Name+"/"+mode.name+"/torchvision", "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
 				}
-				fmt.Fprintf(os.Stderr, "%-32s daemon peak RSS %.0f MiB (cache bound 128 MiB)\n", spec.Name+"/"+mode.name, peakRSSMiB(b, m))
+				fmt.Fprintf(os.Stderr, "%-40s metrics: %s\n", spec.Name+"/"+mode.name, metricsSummary(scrape(b, murl)))
+				fmt.Fprintf(os.Stderr, "%-40s daemon peak RSS %.0f MiB (cache bound 128 MiB)\n", spec.Name+"/"+mode.name, peakRSSMiB(b, m))
 				b.ReportMetric(peakRSSMiB(b, m), spec.Name+"/"+mode.name+"-peak-RSS-MiB")
 				m.stop(b)
 			}

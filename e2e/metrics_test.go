@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,14 +19,7 @@ import (
 func TestMetricsEndpoint(t *testing.T) {
 	d := sharedDataset(t)
 	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0")
-	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(50 * time.Millisecond) {
-		if u := regexp.MustCompile(`url=(http://\S+/metrics)`).FindStringSubmatch(m.stderr.String()); u != nil {
-			url = u[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the mount logged no metrics URL:\n%s", m.stderr.String())
-		}
-	}
+	url := metricsURL(t, m)
 	root := filepath.Join(m.dir, "all", "epoch-0")
 	paths, _ := fileList(t, root)
 	for _, p := range paths {
@@ -33,19 +27,13 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := scrape(t, url)
 	value := func(re string) float64 {
 		t.Helper()
-		mm := regexp.MustCompile(`(?m)^` + re + ` (\S+)$`).FindStringSubmatch(string(body))
-		if mm == nil {
+		v, ok := metricValue(body, re)
+		if !ok {
 			t.Fatalf("metrics lack %s:\n%s", re, body)
 		}
-		v, _ := strconv.ParseFloat(mm[1], 64)
 		return v
 	}
 	if v := value("cassfs_prefetched_total"); v < sharedCount {
@@ -63,4 +51,55 @@ func TestMetricsEndpoint(t *testing.T) {
 	if v := value("cassfs_cache_bytes"); v <= 0 {
 		t.Errorf("cassfs_cache_bytes %v", v)
 	}
+}
+
+// metricsURL waits for the mount to log its metrics URL.
+func metricsURL(t testing.TB, m *mounted) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if u := regexp.MustCompile(`url=(http://\S+/metrics)`).FindStringSubmatch(m.stderr.String()); u != nil {
+			return u[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the mount logged no metrics URL:\n%s", m.stderr.String())
+		}
+	}
+}
+
+func scrape(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
+// metricValue finds the sample of the metric matching re (a regexp of name and labels).
+func metricValue(body, re string) (float64, bool) {
+	m := regexp.MustCompile(`(?m)^` + re + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	return v, err == nil
+}
+
+// metricsSummary is one line of the cache and prefetch counters, for benchmark output.
+func metricsSummary(body string) string {
+	get := func(re string) float64 { v, _ := metricValue(body, re); return v }
+	count := get("cassfs_fetch_seconds_count")
+	mean := 0.0
+	if count > 0 {
+		mean = get("cassfs_fetch_seconds_sum") / count * 1000
+	}
+	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f cached %.0f MiB",
+		get("cassfs_cache_hits_total"), get("cassfs_cache_misses_total"), get("cassfs_cache_waits_total"),
+		get("cassfs_prefetched_total"), get("cassfs_prefetch_dropped_total"), get("cassfs_cache_evictions_total"),
+		count, mean, get("cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_cache_bytes")/(1<<20))
 }

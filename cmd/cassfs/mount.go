@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +20,10 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
+
+// memOverhead is the daemon's memory beyond the cache and the index: Go runtime, FUSE
+// buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
+const memOverhead = 128 << 20
 
 type mountFlags struct {
 	db            dbFlags
@@ -86,7 +91,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
-	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB)")
+	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's memory is limited to this plus ~100 bytes per sample plus 128 MiB")
 	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
 	fl.StringVar(&f.order, "order", "strict", "strict: a name always means the same sample (reproducible); arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
@@ -144,6 +149,13 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	}
 	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
 
+	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
+	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
+	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
+	// user wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(f.epochViews)) + memOverhead)
+	}
 	m := newMetrics()
 	cache := prefetch.NewCache(m.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
 	defer cache.Close()
