@@ -19,11 +19,10 @@ for ax, link in zip(axes[:, 0], panels):
         for epoch in ["epoch-0", "epoch-1"]:
             key = f"{link}/{mode}/{epoch}"
             if key in data:
-                ax.plot([t * 1000 for t in data[key]], style, label=f"{mode}, {epoch}", linewidth=1)
-    ax.set_title(f"{link}: per-batch load time (64 images), 16 parallel readers")
+                ax.plot([t * 1000 for t in data[key]], style, marker=".", label=f"{mode}, {epoch}", linewidth=1)
+    ax.set_title(f"{link}: per-batch load time (64 images), 16 parallel readers in file_list order")
     ax.set_xlabel("batch")
-    ax.set_ylabel("ms")
-    ax.set_yscale("log")
+    ax.set_ylabel("ms until the batch is complete")
     ax.legend()
 fig.tight_layout()
 fig.savefig(sys.argv[2], dpi=110)
