@@ -33,7 +33,7 @@
 // LOOKUP, GETATTR and READDIR are served from the in-memory index (splits.Index) and never
 // touch the database. READ asks a BlobSource (the prefetch cache), which fetches each sample
 // once, whole, however many READs ask for it. A LOOKUP in an epoch's class directory tells
-// the prefetcher the readers' position, so the samples that follow in the epoch's order are
+// the prefetcher the readers progressed, so the samples that follow in the epoch's order are
 // fetched before they are asked for.
 //
 // # Errors
@@ -195,12 +195,12 @@ func (f *FS) view(s *splits.Split, n uint64) *epochView {
 	return v
 }
 
-// accessed tells the prefetcher that readers reached position pos of epoch n of s.
-func (f *FS) accessed(s *splits.Split, n uint64, pos uint32) {
+// accessed tells the prefetcher that readers looked up a sample of epoch n of s.
+func (f *FS) accessed(s *splits.Split, n uint64) {
 	if f.cfg.Prefetcher == nil {
 		return
 	}
-	f.cfg.Prefetcher.Access(s.Name, func(e uint64) []uint32 { return f.view(s, e).Order }, n, int(pos))
+	f.cfg.Prefetcher.Access(s.Name, func(e uint64) []uint32 { return f.view(s, e).Order }, n)
 }
 
 // entryName is the file name of the sample at position pos of an epoch.

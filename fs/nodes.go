@@ -229,7 +229,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if d.fs.ix.Label(i) != d.label || name[v.width+1:] != d.fs.ix.Name(i) {
 		return nil, syscall.ENOENT
 	}
-	d.fs.accessed(d.split, d.n, pos)
+	d.fs.accessed(d.split, d.n)
 	if d.fs.cfg.Arrival {
 		i = d.fs.bindArrival(v, pos, d.label)
 	}

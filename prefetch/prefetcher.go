@@ -6,11 +6,18 @@ import (
 
 // # Prefetcher
 //
-// Each split a reader walks is a stream of positions through its epochs, whose order is
-// known in advance. The filesystem reports every access (a lookup of position pos of epoch
-// N); the prefetcher keeps the samples from the furthest position accessed up to a window
-// ahead of it in flight or cached, continuing into epoch N+1 before N ends. Blobs enter the
-// cache as they arrive, in any order, so one slow fetch never holds up the others.
+// Each split a reader walks is a stream through its epochs, whose order is known in advance.
+// The filesystem reports every access (a lookup of a sample of epoch N); the readers'
+// progress is the number of samples accessed in the epoch, and the prefetcher keeps the
+// samples from that position of the epoch's order up to a window ahead in flight or cached,
+// continuing into epoch N+1 before N ends. Blobs enter the cache as they arrive, in any
+// order, so one slow fetch never holds up the others.
+//
+// Progress is counted, not taken from the positions looked up: readers in file_list order
+// advance it exactly as their positions do, and readers that shuffle on their own
+// (torchvision's DataLoader) advance it as fast as they consume. Under arrival binding
+// their names are then bound to the samples fetched ahead; under strict order they profit
+// only where their random picks fall into the window.
 //
 // The window starts small and grows by one for every GrowEvery samples consumed (the 2025
 // paper's "one extra batch for every four consumed": at most 25% above the steady rate), so
@@ -23,7 +30,7 @@ import (
 // Options configure a Prefetcher.
 type Options struct {
 	Size          func(i uint32) int64 // sample i's blob size (required)
-	InitialWindow int                  // samples ahead at the start of a stream (default 16)
+	InitialWindow int                  // samples ahead at the start of a stream (default 64)
 	MaxWindow     int                  // largest window (default 1024)
 	GrowEvery     int                  // consumed samples per extra window slot (default 4)
 	MaxInFlight   int                  // prefetches in flight at once (default 128)
@@ -69,7 +76,8 @@ type stream struct {
 	order    Order
 	epoch    uint64   // the newest epoch accessed
 	cur      []uint32 // order of epoch
-	head     int      // furthest position accessed in epoch
+	accessed int      // accesses in epoch
+	head     int      // readers' progress: position accessed-1 of epoch's order
 	consumed int64    // accesses so far
 	window   int
 	// next is the next position to issue: epoch+nextEpoch, position nextPos.
@@ -89,9 +97,9 @@ func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 	return p
 }
 
-// Access reports that a reader reached position pos of epoch of the stream name, whose
-// epochs are ordered by order, and issues what the window now allows.
-func (p *Prefetcher) Access(name string, order Order, epoch uint64, pos int) {
+// Access reports that a reader looked up a sample of epoch of the stream name, whose epochs
+// are ordered by order, and issues what the window now allows.
+func (p *Prefetcher) Access(name string, order Order, epoch uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -99,7 +107,7 @@ func (p *Prefetcher) Access(name string, order Order, epoch uint64, pos int) {
 	}
 	s := p.streams[name]
 	if s == nil {
-		s = &stream{order: order, epoch: epoch, cur: order(epoch), head: pos, window: p.opts.InitialWindow, nextPos: pos}
+		s = &stream{order: order, epoch: epoch, cur: order(epoch), window: p.opts.InitialWindow}
 		p.streams[name] = s
 	}
 	switch {
@@ -110,12 +118,12 @@ func (p *Prefetcher) Access(name string, order Order, epoch uint64, pos int) {
 		if epoch == s.epoch+1 && s.nextEpoch == 1 {
 			s.nextEpoch = 0
 		} else {
-			s.nextPos = pos
+			s.nextEpoch, s.nextPos = 0, 0
 		}
-		s.epoch, s.cur, s.head = epoch, order(epoch), pos
-	case pos > s.head:
-		s.head = pos
+		s.epoch, s.cur, s.accessed = epoch, order(epoch), 0
 	}
+	s.accessed++
+	s.head = min(s.accessed, len(s.cur)) - 1
 	s.consumed++
 	if s.consumed%int64(p.opts.GrowEvery) == 0 && s.window < p.opts.MaxWindow {
 		s.window++
@@ -170,7 +178,7 @@ func (p *Prefetcher) arrived(i uint32, ok bool) {
 type StreamStats struct {
 	Name     string
 	Epoch    uint64
-	Head     int   // furthest position accessed in Epoch
+	Head     int   // readers' progress in Epoch (samples accessed, less one)
 	Window   int   // samples ahead of Head that may be in flight or cached
 	Issued   int64 // prefetches issued
 	Consumed int64 // accesses reported

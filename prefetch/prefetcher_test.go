@@ -77,7 +77,7 @@ func TestWindowGrowsWithConsumption(t *testing.T) {
 	defer p.Close()
 	order := rotated(1000)
 	for pos := range 100 {
-		p.Access("all", order, 0, pos)
+		p.Access("all", order, 0)
 		if _, err := c.Get(context.Background(), order(0)[pos]); err != nil {
 			t.Fatal(err)
 		}
@@ -107,8 +107,8 @@ func TestWindowIsCapped(t *testing.T) {
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 4, MaxWindow: 10, MaxInFlight: 1000})
 	defer p.Close()
 	order := rotated(10_000)
-	for pos := range 1000 {
-		p.Access("all", order, 0, pos)
+	for range 1000 {
+		p.Access("all", order, 0)
 	}
 	settle(t, c)
 	if st := p.Stats()[0]; st.Window != 10 {
@@ -129,8 +129,8 @@ func TestContinuesIntoNextEpoch(t *testing.T) {
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 20, MaxWindow: 20, MaxInFlight: 1000})
 	defer p.Close()
 	order := rotated(n)
-	for pos := range 40 {
-		p.Access("all", order, 0, pos)
+	for range 40 {
+		p.Access("all", order, 0)
 	}
 	settle(t, c)
 	// Positions up to 59 are issued: all of epoch 0 and 10 of epoch 1 (already cached, as
@@ -140,7 +140,7 @@ func TestContinuesIntoNextEpoch(t *testing.T) {
 	}
 	for e := range uint64(3) {
 		for pos := range n {
-			p.Access("all", order, e, pos)
+			p.Access("all", order, e)
 			if _, err := c.Get(context.Background(), order(e)[pos]); err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 	defer p.Close()
 	order := rotated(n)
 	for pos := range n {
-		p.Access("all", order, 0, pos)
+		p.Access("all", order, 0)
 		s := c.Stats()
 		if s.Bytes > bound {
 			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
@@ -214,7 +214,7 @@ func TestDemandJumpsTheQueue(t *testing.T) {
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 8})
 	defer p.Close()
-	p.Access("all", rotated(1000), 0, 0)
+	p.Access("all", rotated(1000), 0)
 	if got := c.Stats().Prefetches; got != 8 {
 		t.Errorf("%d prefetches in flight, want the cap 8", got)
 	}
@@ -238,13 +238,13 @@ func TestPrefetcherCloseLeavesNoGoroutine(t *testing.T) {
 		return nil, ctx.Err()
 	}, CacheOptions{})
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 50})
-	p.Access("all", rotated(100), 0, 0)
+	p.Access("all", rotated(100), 0)
 	if c.Stats().Prefetches == 0 {
 		t.Fatal("nothing prefetched")
 	}
 	p.Close()
 	c.Close()
-	p.Access("all", rotated(100), 0, 1) // after Close: ignored, no panic
+	p.Access("all", rotated(100), 0) // after Close: ignored, no panic
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		runtime.Gosched()
@@ -286,7 +286,7 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 				if pos >= n {
 					return
 				}
-				p.Access("all", order, 0, pos)
+				p.Access("all", order, 0)
 				i := order(0)[pos]
 				data, err := c.Get(context.Background(), i)
 				if err != nil || data[0] != byte(i) {
