@@ -171,7 +171,7 @@ func BenchmarkLatency(b *testing.B) {
 		name string
 		args []string
 	}{
-		{"no-prefetch", []string{"--prefetch", "0", "--cache-size", "128MiB"}},
+		{"no-prefetch", []string{"--order", "strict", "--prefetch", "0", "--cache-size", "128MiB"}},
 		{"strict", []string{"--order", "strict", "--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
 		{"arrival", []string{"--order", "arrival", "--prefetch", "2048", "--prefetch-in-flight", "768", "--max-in-flight", "1024", "--cache-size", "128MiB"}},
 	}

@@ -36,7 +36,7 @@ func sh(t *testing.T, dir string, name string, args ...string) string {
 // content equals the ingested file.
 func TestShellTools(t *testing.T) {
 	d := sharedDataset(t)
-	m := startMount(t, d.name)
+	m := startMount(t, d.name, "--order", "strict") // compares names with their sources
 	root := filepath.Join(m.dir, "all", "epoch-0")
 
 	if got := strings.Fields(sh(t, m.dir, "ls")); !slices.Equal(got, []string{"all", "by-uuid"}) {
@@ -114,7 +114,7 @@ type daliOut struct {
 func TestDALIFileList(t *testing.T) {
 	d := sharedDataset(t)
 	const seed = 11
-	m := startMount(t, d.name, "--seed", strconv.Itoa(seed))
+	m := startMount(t, d.name, "--seed", strconv.Itoa(seed), "--order", "strict")
 	for _, epoch := range []uint64{0, 5} {
 		var out daliOut
 		runPython(t, &out, "dali_read.py", "--file-list", filepath.Join(m.dir, "all", "epoch-"+strconv.FormatUint(epoch, 10), "file_list.txt"))
@@ -140,7 +140,7 @@ func TestDALIFileList(t *testing.T) {
 // every sample once, in the epoch's order within each class.
 func TestDALIFileRoot(t *testing.T) {
 	d := sharedDataset(t)
-	m := startMount(t, d.name)
+	m := startMount(t, d.name, "--order", "strict") // checks the order within classes
 	_, items := readDALI(t, d, "--file-root", filepath.Join(m.dir, "all", "epoch-2"))
 	order := expectEachOnce(t, d, "DALI file_root", items)
 	// Without shuffling DALI reads class by class, each in sorted name order = epoch order.
@@ -210,7 +210,7 @@ func TestCassandraOutage(t *testing.T) {
 	}
 	d := sharedDataset(t)
 	// Without prefetching, so that the reads below are not served from the cache.
-	m := startMount(t, d.name, "--timeout", "3s", "--prefetch", "0")
+	m := startMount(t, d.name, "--timeout", "3s", "--prefetch", "0", "--order", "strict")
 	root := filepath.Join(m.dir, "all", "epoch-0")
 	paths, _ := fileList(t, root)
 	if _, err := os.ReadFile(filepath.Join(root, paths[0])); err != nil {

@@ -64,10 +64,12 @@ File contents are fetched whole, once however many readers ask, and kept in a ca
 epoch's order are prefetched, many at once, into the cache as they arrive; the window grows
 with consumption up to --prefetch samples and carries on into the next epoch.
 
---order strict (the default) keeps every name bound to the sample at its position:
-reproducible runs. --order arrival binds each name, on its first lookup, to a sample of
-the same class that has already arrived, so no reader waits behind a slow fetch; every
-sample still appears exactly once per epoch, and a name keeps its content once bound. A read whose fetch fails or exceeds --timeout gets EIO (the
+--order arrival (the default) binds each name, on its first lookup, to a sample of the
+same class that has already arrived, so no reader waits behind a slow fetch and readers
+that shuffle on their own (torchvision's DataLoader) read what was prefetched; every
+sample still appears exactly once per epoch, and a name keeps its content once bound.
+--order strict keeps every name bound to the sample at its position (file_list.txt then
+lists the documented permutation exactly): choose it for reproducible runs. A read whose fetch fails or exceeds --timeout gets EIO (the
 cause is logged once; the kernel retries a failed readahead once, so a reader waits at
 most twice --timeout); readers never hang on a dead database.
 
@@ -93,7 +95,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's memory is limited to this plus ~100 bytes per sample plus 128 MiB")
 	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
-	fl.StringVar(&f.order, "order", "strict", "strict: a name always means the same sample (reproducible); arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch")
+	fl.StringVar(&f.order, "order", "arrival", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9108 (default: off)")
