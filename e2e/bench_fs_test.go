@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/synth"
 	"github.com/google/uuid"
 )
 
@@ -36,15 +35,7 @@ func dropPageCache(b *testing.B) {
 // and MB/s of each, and the ratios that matter.
 func BenchmarkFilesystemRead(b *testing.B) {
 	const count, readers = 2000, 16
-	dir := b.TempDir()
-	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 21}); err != nil {
-		b.Fatal(err)
-	}
-	root, _ := synth.Layout(dir)
-	ds := newDataset(b, "benchfs")
-	if r := cassfs(b, "ingest", "-d", ds, "--progress", "none", root); r.code != 0 {
-		b.Fatal(r)
-	}
+	ds, root := benchDataset(b, "benchfs", count, 21)
 	var local []string
 	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {

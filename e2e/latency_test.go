@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/collectors"
 	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/synth"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -87,30 +85,17 @@ func (l *link) mountArgs() []string {
 // what a training loop waits per batch.
 func batchTimes(t testing.TB, paths []string, p, size int) (total time.Duration, bytes int64, perBatch []time.Duration) {
 	done := make([]time.Time, len(paths))
-	var next atomic.Int64
 	var nbytes atomic.Int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= len(paths) {
-					return
-				}
-				data, err := os.ReadFile(paths[k])
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				nbytes.Add(int64(len(data)))
-				done[k] = time.Now()
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(t, p, len(paths), func(k int) error {
+		data, err := os.ReadFile(paths[k])
+		if err != nil {
+			return err
+		}
+		nbytes.Add(int64(len(data)))
+		done[k] = time.Now()
+		return nil
+	})
 	total = time.Since(start)
 	prev := start
 	for b := 0; b < len(paths); b += size {
@@ -149,15 +134,8 @@ func percentile(d []time.Duration, q float64) time.Duration {
 // relative to the same configuration at loopback latency.
 func BenchmarkLatency(b *testing.B) {
 	const count, readers, batch = 2000, 16, 64
-	dir := b.TempDir()
-	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 31}); err != nil {
-		b.Fatal(err)
-	}
-	root, _ := synth.Layout(dir)
-	ds := newDataset(b, "latency")
-	if r := cassfs(b, "ingest", "-d", ds, "--progress", "none", root); r.code != 0 {
-		b.Fatal(r)
-	}
+	ds, root := benchDataset(b, "latency", count, 31)
+	dir := filepath.Dir(root)
 	st := openStore(b, ds, false)
 	links := []linkSpec{
 		{Name: "rtt-0.1ms"},
@@ -362,21 +340,10 @@ func warmStore(b *testing.B, st *store.Cassandra) {
 
 // getAll reads every id with p reads in flight and returns reads per second.
 func getAll(b *testing.B, st *store.Cassandra, ids []uuid.UUID, p int) float64 {
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	start := time.Now()
-	for range p {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := int(next.Add(1)) - 1; k < len(ids); k = int(next.Add(1)) - 1 {
-				if _, err := st.Get(context.Background(), ids[k], nil); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	parallel(b, p, len(ids), func(k int) error {
+		_, err := st.Get(context.Background(), ids[k], nil)
+		return err
+	})
 	return float64(len(ids)) / time.Since(start).Seconds()
 }

@@ -17,11 +17,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/synth"
 )
 
 // pythonBin is the Python with DALI and torchvision (e2e/python-env.sh), set up on first use.
@@ -318,4 +320,40 @@ func readTorchvision(t testing.TB, d *srcDataset, dir string) (classes []string,
 		items = append(items, readSample{byPixels[s.Pixels], s.Label})
 	}
 	return out.Classes, items
+}
+
+// benchDataset generates count ~110 KB images (10% PNG) and ingests them into a new
+// dataset; it returns the dataset and the image root.
+func benchDataset(b *testing.B, prefix string, count int, seed uint64) (ds, root string) {
+	b.Helper()
+	dir := b.TempDir()
+	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: seed}); err != nil {
+		b.Fatal(err)
+	}
+	root, _ = synth.Layout(dir)
+	ds = newDataset(b, prefix)
+	if r := cassfs(b, "ingest", "-d", ds, "--progress", "none", root); r.code != 0 {
+		b.Fatal(r)
+	}
+	return ds, root
+}
+
+// parallel runs fn(k) for k in [0, n) on p goroutines, each taking the next k, and stops
+// a goroutine at its first error (reported on t).
+func parallel(t testing.TB, p, n int, fn func(k int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1)) - 1; k < n; k = int(next.Add(1)) - 1 {
+				if err := fn(k); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
