@@ -217,8 +217,8 @@ func TestCassandraOutage(t *testing.T) {
 		t.Fatalf("read before the outage: %v", err)
 	}
 	// A node that hangs (frozen, not refusing connections): reads end in EIO at the
-	// deadline — twice it at most, as the kernel retries a failed readahead once with a
-	// read of its own — not later; after it thaws, reads work.
+	// deadline, not later (the kernel's immediate retry of the failed readahead is answered
+	// from the cache's memory of the failure); after it thaws, reads work.
 	status, _ := exec.Command("./cassandra.sh", "status").Output()
 	pm := regexp.MustCompile(`node 1: running \(pid (\d+)\)`).FindSubmatch(status)
 	if pm == nil {
@@ -236,8 +236,9 @@ func TestCassandraOutage(t *testing.T) {
 	if !errors.Is(err, syscall.EIO) {
 		t.Errorf("read with the node frozen: %v, want EIO", err)
 	}
-	if took < 2*time.Second || took > 10*time.Second {
-		t.Errorf("read with the node frozen ended after %v, want within twice the 3s deadline", took)
+	// 3s deadline plus scheduling slack, well short of two deadlines.
+	if took < 2*time.Second || took > 5*time.Second {
+		t.Errorf("read with the node frozen ended after %v, want about the 3s deadline", took)
 	}
 	if data, err := os.ReadFile(filepath.Join(root, paths[11])); err != nil || sha(data) != d.sha[origName(paths[11])] {
 		t.Errorf("read after the node thawed: %v", err)

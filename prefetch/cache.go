@@ -24,8 +24,11 @@
 //
 // # Errors
 //
-// A failed fetch is returned to every waiter as a *FetchError naming the sample; failures
-// are not cached, so the next Get tries again.
+// A failed fetch is returned to every waiter as a *FetchError naming the sample. The failure
+// is remembered for CacheOptions.FailureMemory (default 1 s): the kernel retries a failed
+// readahead at once with a read of its own, which then fails at once instead of waiting
+// for a second deadline, so a reader waits at most one deadline. After that the next Get
+// tries again.
 package prefetch
 
 import (
@@ -33,6 +36,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -53,6 +57,9 @@ func (e *FetchError) Unwrap() error { return e.Err }
 type CacheOptions struct {
 	// MaxBytes bounds the bytes of cached blobs (default 1 GiB).
 	MaxBytes int64
+	// FailureMemory is how long a failed fetch answers Gets of its sample with the same
+	// error before a new fetch is tried (default 1 s; negative: not at all).
+	FailureMemory time.Duration
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -72,11 +79,18 @@ type Cache struct {
 	bytes      int64                          // guarded by mu; sum of cached blob lengths
 	freshBytes int64                          // guarded by mu
 	inflight   map[uint32]*call               // guarded by mu
-	prefetches int                            // guarded by mu; fetches in flight started by Prefetch
-	reserved   int64                          // guarded by mu; expected bytes of prefetches in flight
-	onArrive   func(i uint32, ok bool)        // set once before use; called after each prefetch ends
+	failed     map[uint32]failure             // guarded by mu; recent failures
+	failFor    time.Duration
+	prefetches int                     // guarded by mu; fetches in flight started by Prefetch
+	reserved   int64                   // guarded by mu; expected bytes of prefetches in flight
+	onArrive   func(i uint32, ok bool) // set once before use; called after each prefetch ends
 
 	stats cacheCounters
+}
+
+type failure struct {
+	err   *FetchError
+	until time.Time
 }
 
 type call struct {
@@ -111,6 +125,9 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 1 << 30
 	}
+	if opts.FailureMemory == 0 {
+		opts.FailureMemory = time.Second
+	}
 	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
 	fresh, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	used, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
@@ -118,6 +135,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	return &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: used, inflight: map[uint32]*call{},
+		failed: map[uint32]failure{}, failFor: opts.FailureMemory,
 	}
 }
 
@@ -139,6 +157,13 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
+	}
+	if f, ok := c.failed[i]; ok {
+		if time.Now().Before(f.until) {
+			c.mu.Unlock()
+			return nil, f.err
+		}
+		delete(c.failed, i)
 	}
 	cl, joined := c.inflight[i]
 	if joined {
@@ -222,6 +247,12 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	if err != nil {
 		cl.err = &FetchError{Sample: i, Err: err}
 		c.stats.fetchErrors.Add(1)
+		if c.failFor > 0 {
+			if len(c.failed) > 4096 {
+				clear(c.failed) // a database down for everything: forget wholesale
+			}
+			c.failed[i] = failure{cl.err, time.Now().Add(c.failFor)}
+		}
 	} else {
 		cl.data = data
 		// A blob someone waits for is consumed now; a prefetched one waits for its reader.

@@ -70,8 +70,8 @@ that shuffle on their own (torchvision's DataLoader) read what was prefetched; e
 sample still appears exactly once per epoch, and a name keeps its content once bound.
 --order strict keeps every name bound to the sample at its position (file_list.txt then
 lists the documented permutation exactly): choose it for reproducible runs. A read whose fetch fails or exceeds --timeout gets EIO (the
-cause is logged once; the kernel retries a failed readahead once, so a reader waits at
-most twice --timeout); readers never hang on a dead database.
+cause is logged once; a failure is remembered for a second, so the kernel's immediate
+retry fails at once); readers never hang on a dead database.
 
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
 recovered; a mountpoint in use is refused.`,
