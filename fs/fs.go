@@ -93,6 +93,7 @@ type FS struct {
 	errLog     errorLog
 	views      *lru.Cache[viewKey, *epochView]
 	mtime      uint64     // every entry's times: when the filesystem was made
+	totalBytes uint64     // sum of all samples' sizes, for statfs
 	viewMu     sync.Mutex // serializes computing a missing view
 }
 
@@ -120,6 +121,9 @@ func New(cfg Config) *FS {
 	f := &FS{cfg: cfg, ix: cfg.Index, log: cfg.Logger, views: views, mtime: uint64(time.Now().Unix())}
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	f.classNames = ClassNames(cfg.Index.Labels())
+	for i := range uint32(f.ix.Len()) {
+		f.totalBytes += uint64(f.ix.Size(i))
+	}
 	return f
 }
 

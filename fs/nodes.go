@@ -121,13 +121,9 @@ func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHan
 }
 
 func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	var total uint64
-	for i := range uint32(r.fs.ix.Len()) {
-		total += uint64(r.fs.ix.Size(i))
-	}
 	out.Bsize = 4096
 	out.Frsize = 4096
-	out.Blocks = (total + 4095) / 4096
+	out.Blocks = (r.fs.totalBytes + 4095) / 4096
 	out.Files = uint64(r.fs.ix.Len())
 	out.NameLen = 255
 	return 0

@@ -76,6 +76,7 @@ type stream struct {
 	order    Order
 	epoch    uint64   // the newest epoch accessed
 	cur      []uint32 // order of epoch
+	next     []uint32 // order of epoch+1, once the window reaches it
 	accessed int      // accesses in epoch
 	head     int      // readers' progress: position accessed-1 of epoch's order
 	consumed int64    // accesses so far
@@ -120,7 +121,12 @@ func (p *Prefetcher) Access(name string, order Order, epoch uint64) {
 		} else {
 			s.nextEpoch, s.nextPos = 0, 0
 		}
-		s.epoch, s.cur, s.accessed = epoch, order(epoch), 0
+		if epoch == s.epoch+1 && s.next != nil {
+			s.cur = s.next
+		} else {
+			s.cur = order(epoch)
+		}
+		s.epoch, s.next, s.accessed = epoch, nil, 0
 	}
 	s.accessed++
 	s.head = min(s.accessed, len(s.cur)) - 1
@@ -150,7 +156,10 @@ func (p *Prefetcher) pumpLocked(s *stream) {
 		if s.nextEpoch == 0 {
 			i = s.cur[s.nextPos]
 		} else {
-			i = s.order(s.epoch + 1)[s.nextPos]
+			if s.next == nil {
+				s.next = s.order(s.epoch + 1)
+			}
+			i = s.next[s.nextPos]
 		}
 		if !p.cache.Prefetch(i, p.opts.Size(i), p.opts.MaxInFlight, p.opts.KeepFree) {
 			return // resumed by the next arrival or access
