@@ -29,7 +29,7 @@ const arrivalScan = 4096
 
 type binding struct {
 	mu     sync.Mutex
-	bound  []uint32 // guarded by mu; position → bound sample + 1, 0 while unbound
+	bound  []uint32 // guarded by mu; index in the view's order → bound sample + 1, 0 while unbound
 	taken  []uint64 // guarded by mu; bitset over canonical samples bound in this epoch
 	cursor []int    // guarded by mu; per label, index into ByClass before which all are taken
 }
@@ -45,7 +45,7 @@ func (v *epochView) binding(n, labels int) *binding {
 	return v.bind
 }
 
-// bindArrival returns the sample bound to position pos (of label label) of the epoch,
+// bindArrival returns the sample bound to index pos of the view's order (of label label),
 // binding it now if this is the first lookup.
 func (f *FS) bindArrival(v *epochView, pos uint32, label int) uint32 {
 	b := v.binding(f.ix.Len(), len(f.classNames))

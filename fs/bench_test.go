@@ -57,7 +57,7 @@ func BenchmarkIndexMemory(b *testing.B) {
 		before := heapInUse()
 		ix := bigIndex(b, n, 1000)
 		afterIndex := heapInUse()
-		e := splits.NewEpoch(ix, splits.All(ix), 0, 0)
+		e := splits.NewEpoch(ix, splits.All(ix), 0, 0, splits.View{})
 		afterEpoch := heapInUse()
 		b.ReportMetric(float64(afterIndex-before)/n, "index-B/sample")
 		b.ReportMetric(float64(afterEpoch-afterIndex)/n, "epoch-B/sample")

@@ -73,6 +73,9 @@ type Config struct {
 	// EpochViews bounds how many epochs' orders are kept in memory (default 4; each costs 8
 	// bytes per sample of its split). Evicted ones are recomputed when used.
 	EpochViews int
+	// Shard, if set, makes every epoch directory show only this rank's part of the epoch
+	// (splits.Shard).
+	Shard splits.Shard
 	Blobs      BlobSource
 	// Arrival selects arrival binding (see arrival.go) instead of the fixed name↔sample
 	// mapping; Cached must then report whether a sample's blob is in memory.
@@ -100,6 +103,7 @@ type FS struct {
 type viewKey struct {
 	split string
 	n     uint64
+	start int
 }
 
 // firstSampleIno is the inode number of canonical sample 0. Directory and file_list inodes
@@ -181,8 +185,9 @@ type epochView struct {
 	bind     *binding // arrival bindings, made on first use
 }
 
-func (f *FS) view(s *splits.Split, n uint64) *epochView {
-	k := viewKey{s.Name, n}
+// view returns epoch n of s from position start on (0: the whole epoch).
+func (f *FS) view(s *splits.Split, n uint64, start int) *epochView {
+	k := viewKey{s.Name, n, start}
 	if v, ok := f.views.Get(k); ok {
 		return v
 	}
@@ -191,25 +196,35 @@ func (f *FS) view(s *splits.Split, n uint64) *epochView {
 	if v, ok := f.views.Get(k); ok {
 		return v
 	}
-	v := &epochView{
-		Epoch: splits.NewEpoch(f.ix, s, f.cfg.Seed, n),
-		width: len(strconv.Itoa(max(len(s.Members)-1, 0))),
-	}
+	e := splits.NewEpoch(f.ix, s, f.cfg.Seed, n, splits.View{Shard: f.cfg.Shard, Start: start})
+	v := &epochView{Epoch: e, width: len(strconv.Itoa(max(e.Len-1, 0)))}
 	f.views.Add(k, v)
 	return v
 }
 
-// accessed tells the prefetcher that readers looked up a sample of epoch n of s.
-func (f *FS) accessed(s *splits.Split, n uint64) {
+// accessed tells the prefetcher that readers looked up a sample of epoch n of s, in the
+// view starting at start. A resumed view is a stream of its own whose first epoch is the
+// rest of epoch n; it continues into whole epochs.
+func (f *FS) accessed(s *splits.Split, n uint64, start int) {
 	if f.cfg.Prefetcher == nil {
 		return
 	}
-	f.cfg.Prefetcher.Access(s.Name, func(e uint64) []uint32 { return f.view(s, e).Order }, n)
+	name := s.Name
+	if start > 0 {
+		name += "@" + strconv.Itoa(start)
+	}
+	f.cfg.Prefetcher.Access(name, func(e uint64) []uint32 {
+		if e == n {
+			return f.view(s, e, start).Order
+		}
+		return f.view(s, e, 0).Order
+	}, n)
 }
 
-// entryName is the file name of the sample at position pos of an epoch.
-func (f *FS) entryName(v *epochView, pos uint32) string {
-	return padInt(uint64(pos), v.width) + "_" + f.ix.Name(v.Order[pos])
+// entryName is the file name of the sample at index k of a view's order: its position in
+// the epoch (the same in a resumed view as in the whole one) and its name.
+func (f *FS) entryName(v *epochView, k uint32) string {
+	return padInt(uint64(v.Start)+uint64(k), v.width) + "_" + f.ix.Name(v.Order[k])
 }
 
 // parsePos reads the position prefix of an entry name.
@@ -227,10 +242,30 @@ func parsePos(name string, width int) (uint32, bool) {
 	return uint32(pos), pos <= 1<<32-1
 }
 
-// parseEpoch reads "epoch-<N>" with N in canonical decimal form.
-func parseEpoch(name string) (uint64, bool) {
+// parseEpoch reads "epoch-<N>" or "epoch-<N>@<K>" (the view resumed at position K), with N
+// and K in canonical decimal form.
+func parseEpoch(name string) (n uint64, start int, ok bool) {
 	s, ok := strings.CutPrefix(name, "epoch-")
-	if !ok || s == "" || (len(s) > 1 && s[0] == '0') {
+	if !ok {
+		return 0, 0, false
+	}
+	s, k, resumed := strings.Cut(s, "@")
+	n, ok = parseDecimal(s)
+	if !ok {
+		return 0, 0, false
+	}
+	if !resumed {
+		return n, 0, true
+	}
+	kk, ok := parseDecimal(k)
+	if !ok || kk > 1<<32-1 {
+		return 0, 0, false
+	}
+	return n, int(kk), true
+}
+
+func parseDecimal(s string) (uint64, bool) {
+	if s == "" || (len(s) > 1 && s[0] == '0') || s[0] == '+' {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(s, 10, 64)

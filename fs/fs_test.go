@@ -68,6 +68,8 @@ type mountOpts struct {
 	logger     *slog.Logger
 	cache      *prefetch.Cache
 	prefetcher *prefetch.Prefetcher
+	shard      splits.Shard
+	splits     []*splits.Split // default: the all split
 }
 
 // mount serves the fixture at a new directory until the test ends.
@@ -89,9 +91,13 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
 	dir := t.TempDir()
+	if o.splits == nil {
+		o.splits = []*splits.Split{splits.All(f.ix)}
+	}
 	server, err := cfs.Mount(dir, cfs.New(cfs.Config{
 		Index:      f.ix,
-		Splits:     []*splits.Split{splits.All(f.ix)},
+		Splits:     o.splits,
+		Shard:      o.shard,
 		Seed:       o.seed,
 		Blobs:      cache.Get,
 		Prefetcher: o.prefetcher,
@@ -221,7 +227,13 @@ func TestTreeShape(t *testing.T) {
 // checking every line's form.
 func epochOrder(t *testing.T, mnt string, epoch int) []string {
 	t.Helper()
-	root := filepath.Join(mnt, "all", "epoch-"+strconv.Itoa(epoch))
+	return viewOrder(t, filepath.Join(mnt, "all", "epoch-"+strconv.Itoa(epoch)), 0, 3)
+}
+
+// viewOrder reads an epoch directory's file_list.txt, checks that its lines hold positions
+// start, start+1, ... (width digits), and returns "<class>/<original name>" per line.
+func viewOrder(t *testing.T, root string, start, width int) []string {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +252,7 @@ func epochOrder(t *testing.T, mnt string, epoch int) []string {
 		if want := strconv.Itoa(slices.Index(classes, class)); label != want {
 			t.Errorf("line %d %q: label %s, want %s", k, line, label, want)
 		}
-		if pos, _, _ := strings.Cut(name, "_"); pos != fmt.Sprintf("%03d", k) {
+		if pos, _, _ := strings.Cut(name, "_"); pos != fmt.Sprintf("%0*d", width, start+k) {
 			t.Errorf("line %d %q: position prefix %s", k, line, pos)
 		}
 		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
@@ -679,3 +691,117 @@ func TestArrivalBinding(t *testing.T) {
 }
 
 func class(p string) string { return p[:strings.IndexByte(p, '/')] }
+
+// want returns "<class>/<name>" of canonical samples.
+func (f *fixture) names(order []uint32) []string {
+	var out []string
+	for _, i := range order {
+		out = append(out, classes[f.ix.Label(i)]+"/"+f.ix.Name(i))
+	}
+	return out
+}
+
+func TestShardedMountsPartitionEachEpoch(t *testing.T) {
+	f := newFixture(t, 103, classes, store.MemoryOptions{})
+	for _, pad := range []bool{false, true} {
+		const ranks = 4
+		for epoch := range 2 {
+			perm := splits.Permutation(f.ix.Len(), "all", 5, uint64(epoch))
+			seen := map[string]int{}
+			for r := range ranks {
+				sh := splits.Shard{Rank: r, Count: ranks, Pad: pad}
+				mnt := f.mount(t, mountOpts{seed: 5, shard: sh})
+				got := viewOrder(t, filepath.Join(mnt, "all", "epoch-"+strconv.Itoa(epoch)), 0, 2)
+				if want := f.names(sh.Take(perm)); !slices.Equal(got, want) {
+					t.Errorf("pad=%v epoch %d rank %d: file_list is not the rank's part of the permutation", pad, epoch, r)
+				}
+				for _, n := range got {
+					seen[n]++
+				}
+				// The class directories list exactly the shard's samples.
+				listed := 0
+				for _, c := range classes {
+					names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-"+strconv.Itoa(epoch), c))
+					listed += len(names)
+				}
+				if listed != len(got) {
+					t.Errorf("pad=%v rank %d: class directories list %d files, file_list %d", pad, r, listed, len(got))
+				}
+			}
+			if len(seen) != f.ix.Len() {
+				t.Errorf("pad=%v epoch %d: the shards cover %d of %d samples", pad, epoch, len(seen), f.ix.Len())
+			}
+			for n, c := range seen {
+				if c != 1 && !pad {
+					t.Errorf("epoch %d: %s is in %d shards", epoch, n, c)
+				}
+			}
+		}
+	}
+}
+
+func TestResumedEpochView(t *testing.T) {
+	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	for _, arrival := range []bool{false, true} {
+		mnt := f.mount(t, mountOpts{seed: 5, arrival: arrival})
+		full := viewOrder(t, filepath.Join(mnt, "all", "epoch-2"), 0, 3)
+		rest := viewOrder(t, filepath.Join(mnt, "all", "epoch-2@37"), 37, 3)
+		if !slices.Equal(rest, full[37:]) {
+			t.Errorf("arrival=%v: epoch-2@37 lists %d samples, want the %d of epoch-2 from position 37 on", arrival, len(rest), len(full)-37)
+		}
+		// Class directories: the names of epoch-2 at positions >= 37, and they read.
+		for _, c := range classes {
+			all, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", c))
+			var want []string
+			for _, n := range all {
+				if pos, _ := strconv.Atoi(n[:3]); pos >= 37 {
+					want = append(want, n)
+				}
+			}
+			got, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2@37", c))
+			if !slices.Equal(got, want) {
+				t.Errorf("arrival=%v class %s: resumed view lists %v, want %v", arrival, c, got, want)
+			}
+			for _, n := range got {
+				data, err := os.ReadFile(filepath.Join(mnt, "all", "epoch-2@37", c, n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !arrival && !bytes.Equal(data, f.blobs[c+"/"+n[4:]]) {
+					t.Errorf("%s/%s: wrong content", c, n)
+				}
+			}
+		}
+		if got := viewOrder(t, filepath.Join(mnt, "all", "epoch-2@120"), 120, 3); len(got) != 0 {
+			t.Errorf("epoch-2@120 (the end) lists %d samples, want none", len(got))
+		}
+		for _, bad := range []string{"epoch-2@121", "epoch-2@037", "epoch-2@", "epoch-2@+3", "epoch-02@3", "epoch-2@3@4"} {
+			if _, err := os.Stat(filepath.Join(mnt, "all", bad)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: got %v, want ENOENT", bad, err)
+			}
+		}
+		// A name before the resume point does not resolve in the resumed view.
+		names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", "cat"))
+		if pos, _ := strconv.Atoi(names[0][:3]); pos < 37 {
+			if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-2@37", "cat", names[0])); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s before the resume point: got %v, want ENOENT", names[0], err)
+			}
+		}
+	}
+}
+
+func TestResumedShard(t *testing.T) {
+	f := newFixture(t, 50, classes, store.MemoryOptions{})
+	sh := splits.Shard{Rank: 1, Count: 3}
+	mnt := f.mount(t, mountOpts{seed: 1, shard: sh})
+	full := viewOrder(t, filepath.Join(mnt, "all", "epoch-0"), 0, 2)
+	if len(full) != 17 {
+		t.Fatalf("rank 1 of 3 over 50 samples lists %d, want 17", len(full))
+	}
+	if rest := viewOrder(t, filepath.Join(mnt, "all", "epoch-0@10"), 10, 2); !slices.Equal(rest, full[10:]) {
+		t.Errorf("epoch-0@10 of the shard is not the shard's order from 10 on")
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-0@18")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("epoch-0@18, past the shard's 17: got %v, want ENOENT", err)
+	}
+}

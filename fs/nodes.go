@@ -142,22 +142,29 @@ var (
 )
 
 func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	n, ok := parseEpoch(name)
+	n, start, ok := parseEpoch(name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &epochDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: n} }), 0
+	if start > 0 && start > d.fs.cfg.Shard.Len(len(d.split.Members)) {
+		return nil, syscall.ENOENT // past the end of the epoch (at the end is an empty view)
+	}
+	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+		return &epochDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: n, start: start}
+	}), 0
 }
 
 func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry { return dirEntry("epoch-" + strconv.Itoa(k)) })
 }
 
-// epochDir holds one directory per class and file_list.txt.
+// epochDir holds one directory per class and file_list.txt, of epoch n from position
+// start on.
 type epochDir struct {
 	dirNode
 	split *splits.Split
 	n     uint64
+	start int
 }
 
 var (
@@ -168,7 +175,7 @@ var (
 
 func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if name == FileListName {
-		fl := &fileList{fs: d.fs, split: d.split, n: d.n}
+		fl := &fileList{fs: d.fs, split: d.split, n: d.n, start: d.start}
 		fl.attr(&out.Attr)
 		if ch := d.GetChild(name); ch != nil {
 			out.Ino = ch.StableAttr().Ino
@@ -183,7 +190,7 @@ func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &classDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: d.n, label: label}
+		return &classDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: d.n, start: d.start, label: label}
 	}), 0
 }
 
@@ -201,11 +208,12 @@ func (d *epochDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 	})
 }
 
-// classDir lists one class's samples of an epoch in epoch order.
+// classDir lists one class's samples of an epoch view in epoch order.
 type classDir struct {
 	dirNode
 	split *splits.Split
 	n     uint64
+	start int
 	label int
 }
 
@@ -216,28 +224,29 @@ var (
 )
 
 func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	v := d.fs.view(d.split, d.n)
+	v := d.fs.view(d.split, d.n, d.start)
 	pos, ok := parsePos(name, v.width)
-	if !ok || int(pos) >= len(v.Order) {
+	if !ok || int(pos) < v.Start || int(pos) >= v.Len {
 		return nil, syscall.ENOENT
 	}
-	i := v.Order[pos]
+	k := pos - uint32(v.Start)
+	i := v.Order[k]
 	if d.fs.ix.Label(i) != d.label || name[v.width+1:] != d.fs.ix.Name(i) {
 		return nil, syscall.ENOENT
 	}
-	d.fs.accessed(d.split, d.n)
+	d.fs.accessed(d.split, d.n, d.start)
 	if d.fs.cfg.Arrival {
-		i = d.fs.bindArrival(v, pos, d.label)
+		i = d.fs.bindArrival(v, k, d.label)
 	}
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 
 func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	v := d.fs.view(d.split, d.n)
-	positions := v.ByClass[d.label]
-	return openListing(len(positions), func(k int) fuse.DirEntry {
-		pos := positions[k]
-		return fuse.DirEntry{Name: d.fs.entryName(v, pos), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(v.Order[pos])}
+	v := d.fs.view(d.split, d.n, d.start)
+	members := v.ByClass[d.label]
+	return openListing(len(members), func(j int) fuse.DirEntry {
+		k := members[j]
+		return fuse.DirEntry{Name: d.fs.entryName(v, k), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(v.Order[k])}
 	})
 }
 
@@ -330,6 +339,7 @@ type fileList struct {
 	fs    *FS
 	split *splits.Split
 	n     uint64
+	start int
 }
 
 var (
@@ -356,7 +366,7 @@ func (fl *fileList) size(v *epochView) int64 {
 }
 
 func (fl *fileList) attr(a *fuse.Attr) {
-	size := uint64(fl.size(fl.fs.view(fl.split, fl.n)))
+	size := uint64(fl.size(fl.fs.view(fl.split, fl.n, fl.start)))
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Size = size
 	a.Blocks = (size + 511) / 512
@@ -376,7 +386,7 @@ func (fl *fileList) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 }
 
 func (fl *fileList) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	v := fl.fs.view(fl.split, fl.n)
+	v := fl.fs.view(fl.split, fl.n, fl.start)
 	v.lineOnce.Do(func() {
 		v.lineEnd = make([]uint64, len(v.Order))
 		var end uint64

@@ -184,28 +184,35 @@ func All(ix *Index) *Split {
 	return &Split{Name: "all", Members: m}
 }
 
-// Epoch is one epoch's order of a split, with what directory listings need.
+// Epoch is what one view of one epoch of a split holds, with what directory listings need.
+// Positions are counted in the shard's order of the epoch: Order[k] is position Start+k.
 type Epoch struct {
 	N       uint64
-	Order   []uint32   // position → canonical sample index
-	ByClass [][]uint32 // label → positions of that label's samples, ascending
+	Start   int        // position of Order[0] in the shard's order
+	Len     int        // length of the shard's order: Start + len(Order)
+	Order   []uint32   // canonical sample index of positions Start, Start+1, ...
+	ByClass [][]uint32 // label → indices into Order of that label's samples, ascending
 }
 
-// NewEpoch computes epoch n of split s over ix with the given seed.
-func NewEpoch(ix *Index, s *Split, seed, n uint64) *Epoch {
+// NewEpoch computes epoch n of split s over ix with the given seed, as seen by view v.
+// v.Start must be between 0 and the shard's length.
+func NewEpoch(ix *Index, s *Split, seed, n uint64, v View) *Epoch {
 	p := Permutation(len(s.Members), s.Name, seed, n)
-	e := &Epoch{N: n, Order: p, ByClass: make([][]uint32, len(ix.labels))}
-	counts := make([]int, len(ix.labels))
 	for k, m := range p {
 		p[k] = s.Members[m] // in place: p[k] is read once, before it is overwritten
-		counts[ix.label[p[k]]]++
+	}
+	p = v.Shard.Take(p)
+	e := &Epoch{N: n, Start: v.Start, Len: len(p), Order: p[v.Start:], ByClass: make([][]uint32, len(ix.labels))}
+	counts := make([]int, len(ix.labels))
+	for _, i := range e.Order {
+		counts[ix.label[i]]++
 	}
 	for c, cnt := range counts {
 		e.ByClass[c] = make([]uint32, 0, cnt)
 	}
-	for pos, i := range p {
+	for k, i := range e.Order {
 		c := ix.label[i]
-		e.ByClass[c] = append(e.ByClass[c], uint32(pos))
+		e.ByClass[c] = append(e.ByClass[c], uint32(k))
 	}
 	return e
 }

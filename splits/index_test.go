@@ -89,7 +89,7 @@ func TestIndexRejectsBadSamples(t *testing.T) {
 func TestEpochByClass(t *testing.T) {
 	ix := testIndex(t, 300, 4)
 	s := All(ix)
-	e := NewEpoch(ix, s, 9, 2)
+	e := NewEpoch(ix, s, 9, 2, View{})
 	if !isPermutation(e.Order) {
 		t.Fatal("epoch order of the all split is not a permutation")
 	}
@@ -110,7 +110,7 @@ func TestEpochByClass(t *testing.T) {
 	}
 	// A subset split permutes its members only.
 	sub := &Split{Name: "sub", Members: []uint32{3, 10, 11, 200}}
-	se := NewEpoch(ix, sub, 9, 2)
+	se := NewEpoch(ix, sub, 9, 2, View{})
 	got := slices.Clone(se.Order)
 	slices.Sort(got)
 	if !slices.Equal(got, sub.Members) {
