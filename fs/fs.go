@@ -76,7 +76,7 @@ type Config struct {
 	// Shard, if set, makes every epoch directory show only this rank's part of the epoch
 	// (splits.Shard).
 	Shard splits.Shard
-	Blobs      BlobSource
+	Blobs BlobSource
 	// Arrival selects arrival binding (see arrival.go) instead of the fixed name↔sample
 	// mapping; Cached must then report whether a sample's blob is in memory.
 	Arrival bool
