@@ -87,6 +87,8 @@ type Cassandra struct {
 
 	mu      sync.Mutex
 	columns []string // guarded by mu; user columns of samples, sorted
+	// splitTables is set once the split tables are known to exist; guarded by mu.
+	splitTables bool
 }
 
 var _ Store = (*Cassandra)(nil)
@@ -197,12 +199,12 @@ func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg CassandraConfig) 
 }
 
 func (c *Cassandra) createTables(ctx context.Context) error {
-	for _, q := range []string{
+	for _, q := range append([]string{
 		// Blobs do not compress; the label sits beside the data so one read returns both.
 		`CREATE TABLE IF NOT EXISTS blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
 		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob)`,
 		`CREATE TABLE IF NOT EXISTS labels (label int PRIMARY KEY, name text)`,
-	} {
+	}, splitTables...) {
 		if err := c.ddl(ctx, q); err != nil {
 			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,12 @@ type Memory struct {
 	columns map[string]bool      // guarded by mu
 	labels  []string             // guarded by mu
 	gets    int                  // guarded by mu
+	splits  map[string]memSplit  // guarded by mu
+}
+
+type memSplit struct {
+	info    SplitInfo
+	members []uuid.UUID
 }
 
 var _ Store = (*Memory)(nil)
@@ -43,6 +50,7 @@ func NewMemory(dataset string, opts MemoryOptions) *Memory {
 		blobs:   map[uuid.UUID]Blob{},
 		samples: map[uuid.UUID]Sample{},
 		columns: map[string]bool{},
+		splits:  map[string]memSplit{},
 	}
 }
 
@@ -201,4 +209,78 @@ func cloneMeta(m map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// PutSplits implements Store.
+func (m *Memory) PutSplits(ctx context.Context, splits []NewSplit, params, report string, replace bool) error {
+	if err := checkSplits(splits); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !replace {
+		for _, s := range splits {
+			if _, ok := m.splits[s.Name]; ok {
+				return fmt.Errorf("split %q: %w", s.Name, ErrExists)
+			}
+		}
+	}
+	set, now := uuid.New(), time.Now().UTC().Truncate(time.Millisecond)
+	for _, s := range splits {
+		m.splits[s.Name] = memSplit{
+			info:    SplitInfo{Name: s.Name, Size: len(s.Members), Set: set, Created: now, Params: params, Report: report},
+			members: slices.Clone(s.Members),
+		}
+	}
+	return nil
+}
+
+// Splits implements Store.
+func (m *Memory) Splits(ctx context.Context) ([]SplitInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []SplitInfo
+	for _, s := range m.splits {
+		out = append(out, s.info)
+	}
+	slices.SortFunc(out, func(a, b SplitInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// SplitMembers implements Store.
+func (m *Memory) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.splits[name]
+	if !ok {
+		return nil, fmt.Errorf("split %q of dataset %q: %w", name, m.dataset, ErrNotFound)
+	}
+	return slices.Clone(s.members), nil
+}
+
+// DeleteSplits implements Store.
+func (m *Memory) DeleteSplits(ctx context.Context, names []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		if _, ok := m.splits[n]; !ok {
+			return fmt.Errorf("split %q of dataset %q: %w", n, m.dataset, ErrNotFound)
+		}
+	}
+	for _, n := range names {
+		delete(m.splits, n)
+	}
+	return nil
 }

@@ -13,6 +13,14 @@
 //     user's metadata columns (patient_id, slide, ...) are text columns added on demand.
 //   - labels(label int PRIMARY KEY, name text): the class names; label i is the i-th class in
 //     bytewise order of the class directory names.
+//   - splits((bucket), name): one row per stored split (its size, chunk count, a SHA-256 of
+//     its members and the generation holding them), all in one small partition so that a
+//     set of splits is created or replaced by one atomic, isolated batch (and "create only
+//     if absent" by one lightweight transaction). split_sets(id): the parameters and report
+//     of the splits made together. split_chunks((generation, chunk)): a split's member ids,
+//     packed 16 bytes each, SplitChunk ids per partition, so a split of millions of samples
+//     makes no huge partition. Chunks are written before the rows that point to them;
+//     replaced or deleted chunks are removed after.
 //
 // # Visibility and atomicity
 //
@@ -37,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -90,8 +99,71 @@ type Store interface {
 	// one goroutine at a time. It stops at the first error from fn or the database.
 	Scan(ctx context.Context, fn func(Sample) error) error
 
+	// PutSplits stores splits made together, with the parameters they were made with and
+	// the report of what was achieved (both opaque text, JSON by convention). Either all of
+	// them become visible or none: a failure leaves no split changed. Unless replace is set,
+	// a name that already exists fails the call with ErrExists and nothing is written.
+	PutSplits(ctx context.Context, splits []NewSplit, params, report string, replace bool) error
+	// Splits lists the stored splits, sorted by name.
+	Splits(ctx context.Context) ([]SplitInfo, error)
+	// SplitMembers returns a split's sample ids in the order they were stored. A missing
+	// split wraps ErrNotFound; members that do not add up to what was stored wrap
+	// ErrCorrupt.
+	SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error)
+	// DeleteSplits removes splits; all named ones must exist (else ErrNotFound, and
+	// nothing is deleted).
+	DeleteSplits(ctx context.Context, names []string) error
+
 	// Close releases connections. The Store must not be used afterwards.
 	Close() error
+}
+
+// ErrExists is wrapped by errors for things that exist already (splits).
+var ErrExists = errors.New("already exists")
+
+// NewSplit is a split to store: a name and its members.
+type NewSplit struct {
+	Name    string
+	Members []uuid.UUID
+}
+
+// SplitInfo describes a stored split.
+type SplitInfo struct {
+	Name    string
+	Size    int       // members
+	Set     uuid.UUID // splits stored by one PutSplits call share it
+	Created time.Time
+	Params  string // as given to PutSplits
+	Report  string // as given to PutSplits
+}
+
+// MaxSplitName is the longest split name a store accepts.
+const MaxSplitName = 255
+
+func checkSplits(splits []NewSplit) error {
+	if len(splits) == 0 {
+		return errors.New("no splits to store")
+	}
+	seen := map[string]bool{}
+	for _, s := range splits {
+		if s.Name == "" || len(s.Name) > MaxSplitName {
+			return fmt.Errorf("split name %q: want 1-%d bytes", s.Name, MaxSplitName)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("split %q given twice", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// splitDigest is the checksum stored with a split's members, to detect a torn or lost chunk.
+func splitDigest(ids []uuid.UUID) []byte {
+	h := sha256.New()
+	for _, id := range ids {
+		h.Write(id[:])
+	}
+	return h.Sum(nil)
 }
 
 // sampleNamespace is the UUID namespace of sample ids (a fixed random value; changing it

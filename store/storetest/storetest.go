@@ -36,6 +36,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ScanStopsOnCallbackError", testScanStops},
 		{"ConcurrentGets", testConcurrentGets},
 		{"CancelledContext", testCancelled},
+		{"Splits", testSplits},
+		{"SplitsAllOrNothing", testSplitsAllOrNothing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -286,5 +288,105 @@ func testCancelled(t *testing.T, s store.Store) {
 	cancel()
 	if _, err := s.Get(ctx, smp.ID, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Get with a cancelled context: error = %v, want context.Canceled", err)
+	}
+}
+
+func ids(n int, salt string) []uuid.UUID {
+	out := make([]uuid.UUID, n)
+	for i := range out {
+		out[i] = uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%s%d", salt, i))
+	}
+	return out
+}
+
+func testSplits(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if got, err := s.Splits(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("Splits of a new dataset = %v, %v; want none", got, err)
+	}
+	// train spans several chunks; test is small.
+	train, test := ids(2*store.SplitChunk+5, "train"), ids(3, "test")
+	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: train}, {Name: "test", Members: test}}, `{"p":1}`, `{"r":2}`, false); err != nil {
+		t.Fatal(err)
+	}
+	infos, err := s.Splits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 2 || infos[0].Name != "test" || infos[1].Name != "train" {
+		t.Fatalf("Splits = %+v, want test and train, sorted", infos)
+	}
+	for _, in := range infos {
+		if in.Params != `{"p":1}` || in.Report != `{"r":2}` || in.Set != infos[0].Set || in.Created.IsZero() {
+			t.Errorf("split %s: params %q report %q set %v created %v", in.Name, in.Params, in.Report, in.Set, in.Created)
+		}
+	}
+	if infos[1].Size != len(train) || infos[0].Size != len(test) {
+		t.Errorf("sizes %d, %d; want %d, %d", infos[1].Size, infos[0].Size, len(train), len(test))
+	}
+	got, err := s.SplitMembers(ctx, "train")
+	if err != nil || !slices.Equal(got, train) {
+		t.Fatalf("SplitMembers(train): %d ids, %v; want the %d stored, in order", len(got), err, len(train))
+	}
+	if _, err := s.SplitMembers(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SplitMembers(nope): %v, want ErrNotFound", err)
+	}
+
+	// Replacing changes the members and the set; the other split stays.
+	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "test", Members: test[:1]}}, "p2", "r2", true); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.SplitMembers(ctx, "test")
+	infos, _ = s.Splits(ctx)
+	if !slices.Equal(got, test[:1]) || infos[0].Params != "p2" || infos[0].Set == infos[1].Set {
+		t.Errorf("after replace: members %v, params %q, sets %v %v", got, infos[0].Params, infos[0].Set, infos[1].Set)
+	}
+	if got, _ := s.SplitMembers(ctx, "train"); len(got) != len(train) {
+		t.Errorf("replacing test changed train: %d members", len(got))
+	}
+
+	// Deleting: all named must exist, else nothing goes.
+	if err := s.DeleteSplits(ctx, []string{"test", "nope"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("DeleteSplits(test, nope): %v, want ErrNotFound", err)
+	}
+	if infos, _ := s.Splits(ctx); len(infos) != 2 {
+		t.Errorf("a failed delete removed splits: %d left", len(infos))
+	}
+	if err := s.DeleteSplits(ctx, []string{"test", "train"}); err != nil {
+		t.Fatal(err)
+	}
+	if infos, _ := s.Splits(ctx); len(infos) != 0 {
+		t.Errorf("after deleting all, Splits = %+v", infos)
+	}
+	if _, err := s.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("SplitMembers of a deleted split: %v, want ErrNotFound", err)
+	}
+	// An empty split is a split.
+	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "empty"}}, "", "", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SplitMembers(ctx, "empty"); err != nil || len(got) != 0 {
+		t.Errorf("empty split: %v, %v", got, err)
+	}
+}
+
+func testSplitsAllOrNothing(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "val", Members: ids(4, "v")}}, "", "", false); err != nil {
+		t.Fatal(err)
+	}
+	// One name exists: without replace, none of the new ones is written.
+	err := s.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids(5, "t")}, {Name: "val", Members: ids(1, "x")}}, "", "", false)
+	if !errors.Is(err, store.ErrExists) {
+		t.Fatalf("PutSplits over an existing name: %v, want ErrExists", err)
+	}
+	infos, _ := s.Splits(ctx)
+	if len(infos) != 1 || infos[0].Size != 4 {
+		t.Errorf("a refused PutSplits changed the splits: %+v", infos)
+	}
+	for _, bad := range [][]store.NewSplit{nil, {{Name: ""}}, {{Name: "a"}, {Name: "a"}}} {
+		if err := s.PutSplits(ctx, bad, "", "", true); err == nil {
+			t.Errorf("PutSplits(%v) accepted", bad)
+		}
 	}
 }
