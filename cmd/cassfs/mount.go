@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,9 @@ type mountFlags struct {
 	metricsAddr   string
 	debugFUSE     bool
 	logLevel      string
+	splits        string
+	shard         string
+	shardPad      bool
 }
 
 func newMountCmd() *cobra.Command {
@@ -51,12 +55,25 @@ func newMountCmd() *cobra.Command {
 
   MOUNTPOINT/<split>/epoch-<N>/<class>/<pos>_<name>   the split in epoch N's order
   MOUNTPOINT/<split>/epoch-<N>/file_list.txt          DALI file_list, in epoch order
+  MOUNTPOINT/<split>/epoch-<N>@<K>/...                the same from position K on (resume)
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
 
-The split "all" holds every sample. Epoch N's order is a pure function of the split, --seed
-and N (see docs/epoch-order.md): the same on every machine and every mount. Names sort
-bytewise in epoch order, so DALI's file_root and torchvision's ImageFolder read them in
-that order too; any epoch-N resolves, a window of them is listed.
+The split "all" holds every sample; every split stored with "cassfs split create" (or
+those named by --splits) has a directory too. Epoch N's order is a pure function of the
+split, --seed and N (see docs/epoch-order.md): the same on every machine and every mount.
+Names sort bytewise in epoch order, so DALI's file_root and torchvision's ImageFolder read
+them in that order too; any epoch-N resolves, a window of them is listed.
+
+Distributed training: each rank mounts with --shard RANK/RANKS and the same --seed; its
+epoch directories then hold only its part of every epoch (positions RANK, RANK+RANKS, ...
+of the epoch's order, as PyTorch's DistributedSampler takes them). Over all ranks every
+sample is read exactly once per epoch; --shard-pad evens the ranks' sizes by repeating
+the first samples. Nothing is coordinated but the seed.
+
+Resuming: a job restarted after consuming K samples of epoch N (in file_list order) reads
+epoch-N@K: exactly the samples from position K on, under the same names as in epoch-N.
+Exact with --order strict; under arrival binding the first K names may have been served
+with samples from a little further on, so a few may be read twice and as many skipped.
 
 At start the dataset's metadata is loaded once; listings never touch the database again.
 File contents are fetched whole, once however many readers ask, and kept in a cache of
@@ -77,7 +94,8 @@ A mountpoint left behind by a crashed cassfs ("transport endpoint is not connect
 recovered; a mountpoint in use is refused.`,
 		Example: `  cassfs mount --dataset tiles /mnt/tiles &
   ls /mnt/tiles/all/epoch-0
-  python train.py --data /mnt/tiles/all/epoch-0`,
+  python train.py --data /mnt/tiles/train/epoch-0
+  cassfs mount --dataset tiles --shard 2/8 --seed 7 /mnt/tiles   # rank 2 of 8`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("mount takes one MOUNTPOINT, got %d arguments", len(args))}
@@ -102,6 +120,9 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&f.splits, "splits", "*", "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
+	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
+	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
 	return c
 }
 
@@ -128,6 +149,15 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if f.order != "strict" && f.order != "arrival" {
 		return usageError{fmt.Errorf("--order %q: use strict or arrival", f.order)}
 	}
+	var shard splits.Shard
+	if f.shard != "" {
+		if shard, err = splits.ParseShard(f.shard); err != nil {
+			return usageError{fmt.Errorf("--shard: %w", err)}
+		}
+		shard.Pad = f.shardPad
+	} else if f.shardPad {
+		return usageError{errors.New("--shard-pad needs --shard")}
+	}
 	cfg, err := f.db.config()
 	if err != nil {
 		return err
@@ -150,13 +180,21 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
+	shown, err := loadSplits(ctx, st, ix, f.splits, log)
+	if err != nil {
+		return err
+	}
+	members := 0
+	for _, s := range shown {
+		members += len(s.Members)
+	}
 
 	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
 	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
 	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
 	// user wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(f.epochViews)) + memOverhead)
+		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
 	}
 	m := newMetrics()
 	cache := prefetch.NewCache(m.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
@@ -175,8 +213,9 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 
 	filesystem := cfs.New(cfs.Config{
 		Index:        ix,
-		Splits:       []*splits.Split{splits.All(ix)},
+		Splits:       shown,
 		Seed:         f.seed,
+		Shard:        shard,
 		EpochsListed: f.epochsListed,
 		EpochViews:   f.epochViews,
 		Blobs:        cache.Get,
@@ -194,7 +233,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "seed", f.seed, "order", f.order, "prefetch", f.prefetch)
+	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "splits", len(shown), "seed", f.seed, "shard", shard.String(), "order", f.order, "prefetch", f.prefetch)
 
 	served := make(chan struct{})
 	go func() { server.Wait(); close(served) }()
@@ -305,4 +344,64 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// loadSplits returns the splits a mount shows: "all" and the stored ones selected by
+// which ("*" for every one), with members as canonical indices of ix. A stored split that
+// lists samples missing from the dataset is left out with a warning: it was made before
+// those samples were removed, and serving part of it would change what it means.
+func loadSplits(ctx context.Context, st store.Store, ix *splits.Index, which string, log *slog.Logger) ([]*splits.Split, error) {
+	out := []*splits.Split{splits.All(ix)}
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	switch strings.TrimSpace(which) {
+	case "*":
+		for _, in := range infos {
+			names = append(names, in.Name)
+		}
+	case "":
+	default:
+		for _, n := range strings.Split(which, ",") {
+			n = strings.TrimSpace(n)
+			if !slices.ContainsFunc(infos, func(in store.SplitInfo) bool { return in.Name == n }) {
+				return nil, usageError{fmt.Errorf("--splits: dataset %q has no split %q (see cassfs split list)", st.Dataset(), n)}
+			}
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		if splits.ValidName(n) != nil {
+			log.Warn("stored split has a name that cannot be a directory; not shown", "split", n)
+			continue
+		}
+		ids, err := st.SplitMembers(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		s := &splits.Split{Name: n, Members: make([]uint32, 0, len(ids))}
+		missing := 0
+		for _, id := range ids {
+			i, ok := ix.Find(id)
+			if !ok {
+				missing++
+				continue
+			}
+			s.Members = append(s.Members, i)
+		}
+		if missing > 0 {
+			log.Warn("stored split lists samples the dataset no longer has; not shown (create it again)", "split", n, "missing", missing, "members", len(ids))
+			continue
+		}
+		slices.Sort(s.Members)
+		if len(slices.Compact(slices.Clone(s.Members))) != len(s.Members) {
+			log.Warn("stored split lists a sample twice; not shown (create it again)", "split", n)
+			continue
+		}
+		out = append(out, s)
+		log.Info("split loaded", "split", n, "samples", len(s.Members))
+	}
+	return out, nil
 }

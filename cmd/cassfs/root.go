@@ -34,6 +34,7 @@ and serves them to unmodified deep-learning readers.
 
   cassfs gen      generate a synthetic image dataset (tests, demo, benchmarks)
   cassfs ingest   load an ImageFolder tree and a metadata CSV into a dataset
+  cassfs split    make, list, show, delete, export and import splits (train/val/test)
   cassfs mount    mount a dataset read-only: splits and epochs as directories
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042).`,
@@ -41,7 +42,7 @@ The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042).
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newIngestCmd(), newGenCmd(), newMountCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd())
 	return root
 }
 
