@@ -98,15 +98,21 @@ func makeShared(t testing.TB) (*srcDataset, error) {
 		return nil, err
 	}
 	sharedDir = dir
-	if r := cassfs(t, "gen", "--out", dir, "--count", "300", "--classes", "4", "--seed", "3"); r.code != 0 {
+	return generate(t, dir, "fs_shared", "--count", "300", "--classes", "4", "--seed", "3")
+}
+
+// generate runs cassfs gen into dir with genArgs and ingests the result into dataset name
+// (dropped first), with its metadata.
+func generate(t testing.TB, dir, name string, genArgs ...string) (*srcDataset, error) {
+	if r := cassfs(t, append([]string{"gen", "--out", dir, "--progress", "none"}, genArgs...)...); r.code != 0 {
 		return nil, errors.New("gen: " + r.String())
 	}
-	d := &srcDataset{name: "fs_shared", root: filepath.Join(dir, "images"), sha: map[string]string{}, byHash: map[string]string{}}
+	d := &srcDataset{name: name, root: filepath.Join(dir, "images"), sha: map[string]string{}, byHash: map[string]string{}}
 	dropKeyspace(d.name)
-	if r := cassfs(t, "ingest", "-d", d.name, "--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
+	if r := cassfs(t, "ingest", "-d", d.name, "--progress", "none", "--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
 		return nil, errors.New("ingest: " + r.String())
 	}
-	err = filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() {
 			return err
 		}

@@ -457,10 +457,7 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 		}
 		made[s].Name = spec.Names[s]
 		slices.SortFunc(made[s].Members, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
-		if useAll {
-			sr.AskedSize = sr.Size
-		}
-		if sr.AskedSize > 0 && sr.Size < sr.AskedSize {
+		if !useAll && sr.AskedSize > 0 && sr.Size < sr.AskedSize {
 			sr.Shortfall = 1 - float64(sr.Size)/float64(sr.AskedSize)
 		}
 		if sr.Shortfall > spec.Tolerance {
