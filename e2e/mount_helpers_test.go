@@ -306,7 +306,7 @@ func readDALI(t testing.TB, d *srcDataset, args ...string) (daliOut, []readSampl
 
 // readTorchvision runs torch_read.py on an epoch directory and matches the decoded pixels
 // to the source images (decoded by the same PIL).
-func readTorchvision(t testing.TB, d *srcDataset, dir string) (classes []string, items []readSample) {
+func readTorchvision(t testing.TB, d *srcDataset, dir string, extra ...string) (classes []string, items []readSample) {
 	t.Helper()
 	var ref map[string]string // source path → pixel hash
 	runPython(t, &ref, "pixel_hashes.py", d.root)
@@ -321,7 +321,7 @@ func readTorchvision(t testing.TB, d *srcDataset, dir string) (classes []string,
 			Label  int    `json:"label"`
 		} `json:"samples"`
 	}
-	runPython(t, &out, "torch_read.py", dir, "--workers", "2")
+	runPython(t, &out, "torch_read.py", append([]string{dir, "--workers", "2"}, extra...)...)
 	for _, s := range out.Samples {
 		items = append(items, readSample{byPixels[s.Pixels], s.Label})
 	}

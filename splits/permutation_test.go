@@ -76,8 +76,11 @@ func TestPermutationMatchesReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)```python\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
+	var code string
+	for _, m := range regexp.MustCompile("(?s)```python\n(.*?)```").FindAllSubmatch(doc, -1) {
+		code += string(m[1]) + "\n"
+	}
+	if code == "" {
 		t.Fatal("no Python reference in docs/epoch-order.md")
 	}
 	type tc struct {
@@ -88,9 +91,14 @@ func TestPermutationMatchesReference(t *testing.T) {
 	}
 	cases := []tc{{10, "all", 0, 0}, {10, "all", 1, 0}, {257, "train", 42, 3}, {1, "x", 0, 0}, {1000, "val", 18446744073709551615, 99}}
 	in, _ := json.Marshal(cases)
-	script := string(m[1]) + `
+	// Each case also takes rank 2 of 3 (plain and padded) of its order.
+	script := code + `
 import json, sys
-print(json.dumps([permutation(c["n"], c["split"], c["seed"], c["epoch"]) for c in json.loads(sys.argv[1])]))
+out = []
+for c in json.loads(sys.argv[1]):
+    p = permutation(c["n"], c["split"], c["seed"], c["epoch"])
+    out += [p, shard(p, 2 % max(1, c["n"]), 3), shard(p, 2, 3, pad=True)]
+print(json.dumps(out))
 `
 	out, err := exec.Command("python3", "-c", script, string(in)).Output()
 	if err != nil {
@@ -101,8 +109,16 @@ print(json.dumps([permutation(c["n"], c["split"], c["seed"], c["epoch"]) for c i
 		t.Fatal(err)
 	}
 	for k, c := range cases {
-		if got := Permutation(c.N, c.Split, c.Seed, c.Epoch); !slices.Equal(got, want[k]) {
+		got := Permutation(c.N, c.Split, c.Seed, c.Epoch)
+		if !slices.Equal(got, want[3*k]) {
 			t.Errorf("Permutation(%+v) differs from the documented reference", c)
+		}
+		plain := Shard{Rank: 2 % max(1, c.N), Count: 3}
+		if s := plain.Take(got); !slices.Equal(s, want[3*k+1]) {
+			t.Errorf("%+v: shard %+v = %v, the reference says %v", c, plain, s, want[3*k+1])
+		}
+		if s := (Shard{Rank: 2, Count: 3, Pad: true}).Take(got); !slices.Equal(s, want[3*k+2]) {
+			t.Errorf("%+v: padded shard 2/3 = %v, the reference says %v", c, s, want[3*k+2])
 		}
 	}
 }

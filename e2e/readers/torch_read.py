@@ -1,6 +1,10 @@
 """Read one epoch through torchvision's ImageFolder and a shuffling multi-worker DataLoader.
 
-Usage: torch_read.py ROOT [--workers N] [--batch-size N]
+Usage: torch_read.py ROOT [--workers N] [--batch-size N] [--epoch-order]
+
+With --epoch-order the DataLoader does not shuffle; the dataset's samples are put in the
+epoch's order instead (cassfs names start with the position in the epoch), which is how a
+job reads so that it can resume exactly at epoch-N@K.
 
 Each image is decoded by ImageFolder's default loader (PIL); the transform reduces it to the
 SHA-256 of its pixels so the test can match it against the source images. Prints one JSON
@@ -9,6 +13,7 @@ object: {"classes": [...], "samples": [{"pixels": ..., "label": ...}, ...]} in r
 import argparse
 import hashlib
 import json
+import os
 import sys
 
 import torch
@@ -25,9 +30,13 @@ def main():
     ap.add_argument("root")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--epoch-order", action="store_true")
     args = ap.parse_args()
     ds = ImageFolder(args.root, transform=pixel_hash)
-    dl = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
+    if args.epoch_order:
+        ds.samples.sort(key=lambda s: os.path.basename(s[0]))
+        ds.targets = [t for _, t in ds.samples]
+    dl = DataLoader(ds, batch_size=args.batch_size, shuffle=not args.epoch_order, num_workers=args.workers)
     out = []
     for hashes, labels in dl:
         for h, l in zip(hashes, labels.tolist()):
