@@ -1,6 +1,7 @@
 package splits
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -187,20 +188,28 @@ func (sp *Spec) check(labels []string) error {
 	return nil
 }
 
+// group is one entity's samples. It is sparse (only the classes it has), so that a million
+// one-sample groups over a thousand classes stay small.
 type group struct {
 	key     string
-	count   []int         // per class
-	byClass [][]uuid.UUID // per class, in draw order
-	split   int           // -1 while unassigned
+	classes []int         // labels present, ascending
+	ids     [][]uuid.UUID // parallel to classes: that class's samples, in draw order
+	size    int
+	split   int // -1 while unassigned
 }
 
-func (g *group) size() int {
-	n := 0
-	for _, c := range g.count {
-		n += c
+func (g *group) add(label int, id uuid.UUID) {
+	k := slices.Index(g.classes, label) // groups hold few classes
+	if k < 0 {
+		k = len(g.classes)
+		g.classes = append(g.classes, label)
+		g.ids = append(g.ids, nil)
 	}
-	return n
+	g.ids[k] = append(g.ids[k], id)
+	g.size++
 }
+
+func compareIDs(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) }
 
 // Create makes the splits of spec from items, whose labels index labels.
 func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
@@ -223,24 +232,35 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 		}
 		g := index[it.Group]
 		if g == nil {
-			g = &group{key: it.Group, count: make([]int, nc), byClass: make([][]uuid.UUID, nc), split: -1}
+			g = &group{key: it.Group, split: -1}
 			index[it.Group] = g
 			groups = append(groups, g)
 		}
-		g.count[it.Label]++
-		g.byClass[it.Label] = append(g.byClass[it.Label], it.ID)
+		g.add(it.Label, it.ID)
 		counts[it.Label]++
 	}
+	index = nil
 	if len(groups) < ns {
 		return nil, nil, fmt.Errorf("%d splits asked for, but the samples form only %d groups: a group cannot be divided, so use fewer splits or a finer --group-by", ns, len(groups))
 	}
 	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.key, b.key) })
 	shuffle(&rng, len(groups), func(i, j int) { groups[i], groups[j] = groups[j], groups[i] })
 	for _, g := range groups {
-		for c := range g.byClass {
-			ids := g.byClass[c]
-			slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
-			shuffle(&rng, len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+		// Classes ascending, each class's samples in canonical then seeded random order: the
+		// items' own order never matters.
+		order := make([]int, len(g.classes))
+		for k := range order {
+			order[k] = k
+		}
+		slices.SortFunc(order, func(a, b int) int { return g.classes[a] - g.classes[b] })
+		classes, ids := make([]int, len(order)), make([][]uuid.UUID, len(order))
+		for k, o := range order {
+			classes[k], ids[k] = g.classes[o], g.ids[o]
+		}
+		g.classes, g.ids = classes, ids
+		for _, list := range g.ids {
+			slices.SortFunc(list, compareIDs)
+			shuffle(&rng, len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
 		}
 	}
 
@@ -316,13 +336,13 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 	assign := func(g *group, s int) {
 		g.split = s
 		ngroups[s]++
-		for c, n := range g.count {
-			have[s][c] += n
+		for k, c := range g.classes {
+			have[s][c] += len(g.ids[k])
 		}
 	}
 	fits := func(g *group, s int) bool {
-		for c, n := range g.count {
-			if n > 0 && float64(have[s][c]+n) > capacity[s][c] {
+		for k, c := range g.classes {
+			if float64(have[s][c]+len(g.ids[k])) > capacity[s][c] {
 				return false
 			}
 		}
@@ -348,7 +368,7 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 		}
 		var best *group
 		for _, g := range groups {
-			if g.split < 0 && (best == nil || g.size() < best.size()) {
+			if g.split < 0 && (best == nil || g.size < best.size) {
 				best = g
 			}
 		}
@@ -367,8 +387,8 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 		least := math.Inf(1)
 		for s := range ns {
 			over := 0.0
-			for c, n := range g.count {
-				over += max(0, float64(have[s][c]+n)-capacity[s][c])
+			for k, c := range g.classes {
+				over += max(0, float64(have[s][c]+len(g.ids[k]))-capacity[s][c])
 			}
 			weight[s] = -over
 			least = min(least, over)
@@ -380,8 +400,8 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 				continue
 			}
 			weight[s] = 0
-			for c, n := range g.count {
-				weight[s] += min(float64(n), max(0, capacity[s][c]-float64(have[s][c])))
+			for k, c := range g.classes {
+				weight[s] += min(float64(len(g.ids[k])), max(0, capacity[s][c]-float64(have[s][c])))
 			}
 			weight[s] = max(weight[s], 1e-9)
 			sum += weight[s]
@@ -426,37 +446,38 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 					have[s][worst], labels[worst], asked[s][worst], 100*f)
 			}
 		}
-		var mine []*group
+		// Per class, the split's groups' samples in group order; drawn one per group in turn,
+		// exhausted groups dropping out, so the draw costs O(samples).
+		lists := make([][][]uuid.UUID, nc)
 		for _, g := range groups {
 			if g.split == s {
-				mine = append(mine, g)
+				for k, c := range g.classes {
+					lists[c] = append(lists[c], g.ids[k])
+				}
 			}
 		}
 		for c := range nc {
-			taken := make([]int, len(mine))
-			for got, more := 0, true; got < target[c] && more; {
-				more = false
-				for k, g := range mine {
+			active, got := lists[c], 0
+			for got < target[c] && len(active) > 0 {
+				next := active[:0]
+				for _, ids := range active {
 					if got == target[c] {
 						break
 					}
-					if taken[k] < len(g.byClass[c]) {
-						made[s].Members = append(made[s].Members, g.byClass[c][taken[k]])
-						taken[k]++
-						got++
-						more = true
+					made[s].Members = append(made[s].Members, ids[0])
+					got++
+					if len(ids) > 1 {
+						next = append(next, ids[1:])
 					}
 				}
+				active = next
 			}
-			sr.ByClass[c] = 0
-			for _, n := range taken {
-				sr.ByClass[c] += n
-			}
+			sr.ByClass[c] = got
 			sr.AskedSize += asked[s][c]
-			sr.Size += sr.ByClass[c]
+			sr.Size += got
 		}
 		made[s].Name = spec.Names[s]
-		slices.SortFunc(made[s].Members, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
+		slices.SortFunc(made[s].Members, compareIDs)
 		if !useAll && sr.AskedSize > 0 && sr.Size < sr.AskedSize {
 			sr.Shortfall = 1 - float64(sr.Size)/float64(sr.AskedSize)
 		}
@@ -579,7 +600,7 @@ func Folds(items []Item, labels []string, k int, prefix string, spec Spec) ([]Ma
 				train.Members = append(train.Members, q.Members...)
 			}
 		}
-		slices.SortFunc(train.Members, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
+		slices.SortFunc(train.Members, compareIDs)
 		out = append(out, train, Made{Name: p.Name + "-val", Members: p.Members})
 	}
 	return out, rep, nil

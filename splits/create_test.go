@@ -322,3 +322,31 @@ func FuzzParseRatios(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCreate: ImageNet-sized, 1,000 classes, grouped by 20,000 entities and, the
+// worst case for grouping, every sample on its own.
+func BenchmarkCreate(b *testing.B) {
+	const n, classes = 1_000_000, 1000
+	labels := make([]string, classes)
+	for c := range labels {
+		labels[c] = fmt.Sprintf("c%04d", c)
+	}
+	for _, groups := range []int{20_000, n} {
+		items := make([]Item, n)
+		for i := range items {
+			id := uuid.NewSHA1(uuid.NameSpaceOID, fmt.Appendf(nil, "%d", i))
+			g := string(id[:])
+			if groups < n {
+				g = fmt.Sprint(i % groups)
+			}
+			items[i] = Item{ID: id, Label: i % classes, Group: g}
+		}
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			for range b.N {
+				if _, _, err := Create(items, labels, Spec{Names: []string{"train", "val", "test"}, Ratios: []float64{8, 1, 1}, Seed: 1}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
