@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -234,5 +235,56 @@ func TestParseBalance(t *testing.T) {
 	}
 	if m, _, _ := parseBalance("uniform", labels); m != splits.BalanceUniform {
 		t.Error("uniform")
+	}
+}
+
+func TestLoadSplits(t *testing.T) {
+	ctx := context.Background()
+	st := tiles(t, 20, false)
+	var out bytes.Buffer
+	if err := createSplits(ctx, st, defaultCreate(), &out); err != nil {
+		t.Fatal(err)
+	}
+	val, _ := st.SplitMembers(ctx, "val")
+	st.DeleteSample(val[0], false) // val now lists a sample the dataset lost
+	ix, err := splits.LoadIndex(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	shown, err := loadSplits(ctx, st, ix, "*", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range shown {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"all", "test", "train"}) {
+		t.Errorf("shown %v, want all, test and train (val lost a sample)", names)
+	}
+	if !strings.Contains(logs.String(), "split=val missing=1") {
+		t.Errorf("no warning naming val:\n%s", logs.String())
+	}
+	train, _ := st.SplitMembers(ctx, "train")
+	if len(shown[2].Members) != len(train) {
+		t.Errorf("train shows %d members, stored %d", len(shown[2].Members), len(train))
+	}
+	for _, tc := range []struct {
+		which string
+		want  []string
+	}{{"", []string{"all"}}, {"train", []string{"all", "train"}}} {
+		shown, err := loadSplits(ctx, st, ix, tc.which, log)
+		names = nil
+		for _, s := range shown {
+			names = append(names, s.Name)
+		}
+		if err != nil || !slices.Equal(names, tc.want) {
+			t.Errorf("--splits %q: %v, %v; want %v", tc.which, names, err, tc.want)
+		}
+	}
+	if _, err := loadSplits(ctx, st, ix, "train,nope", log); err == nil || !strings.Contains(err.Error(), `no split "nope"`) {
+		t.Errorf("--splits naming a missing split: %v", err)
 	}
 }
