@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # demo.sh — the whole path on this machine: a local Cassandra, a generated dataset ingested
-# into it, the dataset mounted, an epoch listed, and a DALI pipeline (CPU) reading it.
+# into it, train/val/test splits made by patient, the dataset mounted, an epoch listed, a
+# DALI pipeline (CPU) reading the training split, and one rank's shard of it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -18,6 +19,9 @@ step "generate $COUNT images and ingest them into dataset 'demo'"
 [ -f "$DATA/metadata.csv" ] || "$BIN" gen --out "$DATA" --count "$COUNT"
 "$BIN" ingest --dataset demo --csv "$DATA/metadata.csv" "$DATA/images"
 
+step "train/val/test by patient, 7:2:1, stored in the dataset"
+"$BIN" split create --dataset demo --group-by patient_id --names train,val,test --ratios 7:2:1 --seed 1 --replace
+
 step "mount it at $MNT"
 mkdir -p "$MNT"
 "$BIN" mount --dataset demo "$MNT" 2>"$DATA/mount.log" &
@@ -34,8 +38,11 @@ step "head -3 file_list.txt of epoch 0 and of epoch 1 (a new order every epoch)"
 head -3 "$MNT/all/epoch-0/file_list.txt"; echo ...
 head -3 "$MNT/all/epoch-1/file_list.txt"
 
-step "DALI fn.readers.file(file_list=.../epoch-0/file_list.txt) + fn.decoders.image(device='cpu')"
-"$PY" "$HERE/readers/dali_read.py" --file-list "$MNT/all/epoch-0/file_list.txt" >"$DATA/dali.json"
+step "ls $MNT: one directory per split"
+ls "$MNT"
+
+step "DALI fn.readers.file(file_list=train/epoch-0/file_list.txt) + fn.decoders.image(device='cpu')"
+"$PY" "$HERE/readers/dali_read.py" --file-list "$MNT/train/epoch-0/file_list.txt" >"$DATA/dali.json"
 "$PY" - "$DATA/dali.json" <<'PY'
 import collections, json, sys
 s = json.load(open(sys.argv[1]))["samples"]
@@ -44,5 +51,14 @@ print(f"DALI read and decoded {len(s)} images, {distinct} distinct")
 print("labels:", dict(sorted(collections.Counter(x["label"] for x in s).items())))
 print("first shapes:", [tuple(x["shape"]) for x in s[:3]])
 PY
+
+step "rank 0 of 4: a second mount with --shard 0/4 holds a quarter of every epoch"
+mkdir -p "$MNT-rank0"
+"$BIN" mount --dataset demo --shard 0/4 "$MNT-rank0" 2>"$DATA/mount-rank0.log" &
+RANK_PID=$!
+trap 'kill -TERM $MOUNT_PID $RANK_PID 2>/dev/null; wait $MOUNT_PID $RANK_PID 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do [ -d "$MNT-rank0/all" ] && break; sleep 0.2; done
+echo "train/epoch-0: $(wc -l <"$MNT/train/epoch-0/file_list.txt") samples; rank 0's: $(wc -l <"$MNT-rank0/train/epoch-0/file_list.txt")"
+echo "resuming epoch 0 at position 100: train/epoch-0@100 holds $(wc -l <"$MNT/train/epoch-0@100/file_list.txt")"
 
 step "done; Cassandra keeps running (make cassandra-stop stops it)"
