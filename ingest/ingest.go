@@ -430,6 +430,9 @@ func applyCSV(csvPath, key, root string, files []file, skipped []Skip) ([]string
 	seen := map[string]bool{}
 	for i, h := range header {
 		if h == key {
+			if keyIdx >= 0 {
+				problems = append(problems, fmt.Sprintf("column %q appears twice", h))
+			}
 			keyIdx = i
 			continue
 		}

@@ -2,6 +2,7 @@ package splits
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -107,6 +108,25 @@ func FuzzResumeContinues(f *testing.F) {
 		}
 		if total != len(e.Order) {
 			t.Fatalf("resumed view's classes list %d samples, its order %d", total, len(e.Order))
+		}
+	})
+}
+
+// FuzzParseShard: an accepted shard spec names a valid rank and prints back to itself.
+func FuzzParseShard(f *testing.F) {
+	for _, s := range []string{"0/4", "3/4", "0/1", "4/4", "-1/2", "1/0", "01/4", " 1/4", "1/4\n", "1/", "/", "9223372036854775807/9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sh, err := ParseShard(s)
+		if err != nil {
+			return
+		}
+		if sh.Rank < 0 || sh.Rank >= sh.Count || sh.Pad {
+			t.Fatalf("ParseShard(%q) = %+v", s, sh)
+		}
+		if back := strconv.Itoa(sh.Rank) + "/" + strconv.Itoa(sh.Count); back != s {
+			t.Fatalf("ParseShard(%q) = %+v, prints back as %q", s, sh, back)
 		}
 	})
 }

@@ -288,3 +288,33 @@ func TestLoadSplits(t *testing.T) {
 		t.Errorf("--splits naming a missing split: %v", err)
 	}
 }
+
+// FuzzParseBalance: --balance never panics; accepted weights are one per class, and
+// anything that is not original or uniform is weights.
+func FuzzParseBalance(f *testing.F) {
+	for _, s := range []string{"original", "uniform", "3:1", "normal=3,tumor=1", "normal=1", "=", "1:2:3", "normal=x,tumor=1", ":", "NaN:1"} {
+		f.Add(s)
+	}
+	labels := []string{"normal", "tumor"}
+	f.Fuzz(func(t *testing.T, s string) {
+		mode, w, err := parseBalance(s, labels)
+		if err != nil {
+			if !strings.Contains(err.Error(), "--balance") {
+				t.Fatalf("parseBalance(%q): error %v does not name the flag", s, err)
+			}
+			return
+		}
+		switch mode {
+		case splits.BalanceOriginal, splits.BalanceUniform:
+			if w != nil {
+				t.Fatalf("parseBalance(%q) = %s with weights %v", s, mode, w)
+			}
+		case splits.BalanceWeights:
+			if len(w) != len(labels) {
+				t.Fatalf("parseBalance(%q) gave %d weights for %d classes", s, len(w), len(labels))
+			}
+		default:
+			t.Fatalf("parseBalance(%q) = mode %q", s, mode)
+		}
+	})
+}

@@ -1,0 +1,49 @@
+package fs
+
+import (
+	"strconv"
+	"testing"
+)
+
+// FuzzEpochNames: an epoch directory name parses only in its canonical form, and the
+// parsed numbers print back to the same name.
+func FuzzEpochNames(f *testing.F) {
+	for _, s := range []string{"epoch-0", "epoch-12", "epoch-3@40", "epoch-03", "epoch-3@", "epoch-@1", "epoch-1@+2", "epoch-18446744073709551615", "epoch-1@4294967296", "all", "epoch-1@2@3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		n, start, ok := parseEpoch(name)
+		if !ok {
+			return
+		}
+		back := "epoch-" + strconv.FormatUint(n, 10)
+		if start > 0 || len(name) > len(back) {
+			back += "@" + strconv.Itoa(start)
+		}
+		if back != name || start < 0 {
+			t.Fatalf("parseEpoch(%q) = %d, %d: prints back as %q", name, n, start, back)
+		}
+	})
+}
+
+// FuzzEntryNames: a sample entry's position prefix parses back to the position it was
+// made from, for any width, and garbage never parses.
+func FuzzEntryNames(f *testing.F) {
+	f.Add(uint32(0), uint8(1), "a.jpg")
+	f.Add(uint32(4294967295), uint8(10), "tile 0001.png")
+	f.Add(uint32(7), uint8(4), "ünï_cöde.jpg")
+	f.Fuzz(func(t *testing.T, pos uint32, width uint8, rest string) {
+		w := int(width%12) + 1
+		if len(strconv.FormatUint(uint64(pos), 10)) > w || rest == "" {
+			return // not a name the filesystem makes at this width
+		}
+		name := padInt(uint64(pos), w) + "_" + rest
+		got, ok := parsePos(name, w)
+		if !ok || got != pos {
+			t.Fatalf("parsePos(%q, %d) = %d, %v; want %d", name, w, got, ok, pos)
+		}
+		if _, ok := parsePos(rest, w); ok && (len(rest) < w+2 || rest[w] != '_') {
+			t.Fatalf("parsePos(%q, %d) accepted a name without a position", rest, w)
+		}
+	})
+}
