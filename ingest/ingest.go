@@ -38,6 +38,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
@@ -46,8 +47,10 @@ import (
 // ImageFolder accept (compared case-insensitively).
 var Extensions = []string{".bmp", ".jpeg", ".jpg", ".pgm", ".png", ".ppm", ".tif", ".tiff", ".webp"}
 
-// DefaultMaxSize is the default limit on one file's size.
-const DefaultMaxSize = 16 << 20
+// DefaultMaxSize is the default limit on one file's size: 1 MiB under Cassandra's default
+// native_transport_max_frame_size (16 MiB), which bounds one request, blob and all, and
+// half a commit log segment (the largest mutation, also 16 MiB by default).
+const DefaultMaxSize = 15 << 20
 
 // Options configure an ingest.
 type Options struct {
@@ -308,6 +311,8 @@ func checkSize(size, maxSize int64) error {
 // see, or nil.
 func checkName(name string) error {
 	switch {
+	case len(name) > splits.MaxNameLen:
+		return fmt.Errorf("name is %d bytes; the mount puts a position of up to 11 bytes before it and a name may have 255, so keep it to %d", len(name), splits.MaxNameLen)
 	case strings.HasPrefix(name, "."):
 		return errors.New("hidden name (leading '.'); readers would skip it or count it as a class")
 	case strings.ContainsAny(name, "\n\r"):

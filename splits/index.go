@@ -32,6 +32,10 @@ type Index struct {
 	names    []byte
 }
 
+// MaxNameLen is the longest file name a sample may have: the mount shows it behind its
+// position in the epoch (up to 10 digits and '_'), and a name may have 255 bytes.
+const MaxNameLen = 255 - 11
+
 // IndexBuilder collects samples for an Index. It is not safe for concurrent use.
 type IndexBuilder struct {
 	labels  []string
@@ -62,6 +66,9 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 	name := s.Name[strings.LastIndexByte(s.Name, '/')+1:]
 	if name == "" || strings.ContainsAny(name, "\x00\n") {
 		return fmt.Errorf("sample %s has an unusable name %q", s.ID, s.Name)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("sample %s has a name of %d bytes (%.40q...); with its position in front it would pass the 255 a file name may have: rename it to %d bytes or fewer and ingest it again", s.ID, len(name), name, MaxNameLen)
 	}
 	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, name})
 	return nil
