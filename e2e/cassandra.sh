@@ -18,6 +18,8 @@
 #   CASSFS_CACHE        where jars are kept (default ~/.cache/cassfs)
 #   CASSFS_CASSANDRA_DIR  data, logs and configs (default .cassandra in the repository root)
 #   CASSANDRA_HEAP      heap per node (default 512M for clusters, 2G for one node)
+#   CASSFS_CASSANDRA_IP_BASE  node N listens on 127.0.0.(BASE+N) (default 0), so that a second
+#                       cluster (with its own CASSFS_CASSANDRA_DIR) can run beside the first
 set -euo pipefail
 
 VERSION=${CASSANDRA_VERSION:-5.0.8}
@@ -81,7 +83,8 @@ EOF
 }
 
 node_dir() { echo "$RUN/node$1"; }
-node_ip() { echo "127.0.0.$1"; }
+IP_BASE=${CASSFS_CASSANDRA_IP_BASE:-0}
+node_ip() { echo "127.0.0.$((IP_BASE + $1))"; }
 
 token_for() { # node index, node count
   python3 - "$1" "$2" <<'EOF'
@@ -108,7 +111,7 @@ storage_port: 7000
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1"
+      - seeds: "$(node_ip 1)"
 data_file_directories:
   - $d/data
 commitlog_directory: $d/commitlog
@@ -189,7 +192,7 @@ launch() { # node index
     -Dcassandra.logdir="$d/logs" \
     -Dlogback.configurationFile="$d/logback.xml" \
     -Dcassandra-foreground=yes \
-    -Dcassandra.jmx.local.port=$((7198 + i)) \
+    -Dcassandra.jmx.local.port=$((7198 + IP_BASE + i)) \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 \
     -Dcassandra.ring_delay_ms=1000 \
     -Dcassandra.skip_sync=true \

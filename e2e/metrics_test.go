@@ -51,6 +51,25 @@ func TestMetricsEndpoint(t *testing.T) {
 	if v := value("cassfs_cache_bytes"); v <= 0 {
 		t.Errorf("cassfs_cache_bytes %v", v)
 	}
+	var total int64
+	for i := range uint32(d.ix.Len()) {
+		total += d.ix.Size(i)
+	}
+	if v := value("cassfs_read_bytes_total"); v != float64(total) {
+		t.Errorf("cassfs_read_bytes_total %v, read %d bytes", v, total)
+	}
+	if v := value("cassfs_files_read_total"); v != sharedCount {
+		t.Errorf("cassfs_files_read_total %v, read %d files", v, sharedCount)
+	}
+	if v := value(`cassfs_fetch_errors_total\{kind="timeout"\}`); v != 0 {
+		t.Errorf("%v timeouts", v)
+	}
+	if v := value("go_goroutines"); v < 1 {
+		t.Errorf("go_goroutines %v", v)
+	}
+	if v := value("process_resident_memory_bytes"); v < 1<<20 {
+		t.Errorf("process_resident_memory_bytes %v", v)
+	}
 }
 
 // metricsURL waits for the mount to log its metrics URL.
@@ -101,5 +120,15 @@ func metricsSummary(body string) string {
 	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f cached %.0f MiB",
 		get("cassfs_cache_hits_total"), get("cassfs_cache_misses_total"), get("cassfs_cache_waits_total"),
 		get("cassfs_prefetched_total"), get("cassfs_prefetch_dropped_total"), get("cassfs_cache_evictions_total"),
-		count, mean, get("cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_cache_bytes")/(1<<20))
+		count, mean, sumMetric(body, "cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_cache_bytes")/(1<<20))
+}
+
+// sumMetric adds up every labelled sample of a metric.
+func sumMetric(body, name string) float64 {
+	sum := 0.0
+	for _, m := range regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(m[1], 64)
+		sum += v
+	}
+	return sum
 }

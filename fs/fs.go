@@ -48,6 +48,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,6 +99,20 @@ type FS struct {
 	mtime      uint64     // every entry's times: when the filesystem was made
 	totalBytes uint64     // sum of all samples' sizes, for statfs
 	viewMu     sync.Mutex // serializes computing a missing view
+
+	reads, readBytes, filesRead atomic.Int64 // what readers were served
+}
+
+// ServeStats counts what readers were served.
+type ServeStats struct {
+	Reads int64 // READ requests answered with data
+	Bytes int64 // bytes returned by them
+	Files int64 // reads from offset 0: about one per file read
+}
+
+// Stats returns what readers were served so far.
+func (f *FS) Stats() ServeStats {
+	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load()}
 }
 
 type viewKey struct {

@@ -328,6 +328,11 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), int64(len(data)))
+	s.fs.reads.Add(1)
+	s.fs.readBytes.Add(end - off)
+	if off == 0 {
+		s.fs.filesRead.Add(1)
+	}
 	// data is immutable (shared from the cache), so go-fuse may send it after we return.
 	return fuse.ReadResultData(data[off:end]), 0
 }

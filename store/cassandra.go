@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gocql/gocql"
@@ -46,6 +47,11 @@ type CassandraConfig struct {
 	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
 	// clusters reached through NAT, a tunnel or a proxy.
 	AddressMap map[string]string
+	// SpeculativeAfter, if positive, sends a blob read that has not been answered after this
+	// long once more (to a replica picked anew), and takes whichever answer comes first: a
+	// slow or frozen replica then costs that delay instead of the whole Timeout. Only on
+	// clusters of more than one node (default 0: off).
+	SpeculativeAfter time.Duration
 	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
 	// what a latency-bound reader wants).
 	WriteCoalesceWait time.Duration
@@ -89,6 +95,8 @@ type Cassandra struct {
 	columns []string // guarded by mu; user columns of samples, sorted
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
+	nodes       int          // nodes in the cluster when the store was opened
+	hedges      atomic.Int64 // blob reads sent a second time
 }
 
 var _ Store = (*Cassandra)(nil)
@@ -129,7 +137,30 @@ func OpenCassandra(ctx context.Context, cfg CassandraConfig) (*Cassandra, error)
 		s.Close()
 		return nil, err
 	}
+	if c.nodes, err = c.countNodes(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return c, nil
+}
+
+// countNodes counts the cluster's nodes: the coordinator and its peers.
+func (c *Cassandra) countNodes(ctx context.Context) (int, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT peer FROM system.peers`).WithContext(rctx).Idempotent(true).Iter()
+	n := 1
+	var peer net.IP
+	for iter.Scan(&peer) {
+		n++
+	}
+	if err := iter.Close(); err != nil {
+		return 0, fmt.Errorf("list the cluster's nodes: %w", err)
+	}
+	return n, nil
 }
 
 func newSession(cfg CassandraConfig, keyspace string) (*gocql.Session, error) {
@@ -375,8 +406,53 @@ func (c *Cassandra) Put(ctx context.Context, s Sample, data []byte) error {
 	return nil
 }
 
-// Get implements Store.
+// Get implements Store. With SpeculativeAfter on a cluster of several nodes, a read not
+// answered within that delay is sent again (token-aware routing with shuffled replicas
+// sends it to a replica picked anew) and the first answer wins; buf is then not used,
+// since the slower attempt may still be writing into its buffer after Get returns.
+//
+// The hedge is made here, not with gocql's speculative execution: in gocql 1.7 a
+// speculative attempt that finds no further host answers ErrNoConnections at once, and
+// that answer wins the race (query_executor.go, executeQuery and do).
 func (c *Cassandra) Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error) {
+	if c.cfg.SpeculativeAfter <= 0 || c.nodes < 2 {
+		return c.get(ctx, id, buf)
+	}
+	type result struct {
+		b   Blob
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the losing attempt stops
+	results := make(chan result, 2)
+	attempt := func() {
+		b, err := c.get(ctx, id, nil)
+		results <- result{b, err}
+	}
+	go attempt()
+	hedge := time.NewTimer(c.cfg.SpeculativeAfter)
+	defer hedge.Stop()
+	running := 1
+	for {
+		select {
+		case <-hedge.C:
+			c.hedges.Add(1)
+			running++
+			go attempt()
+		case r := <-results:
+			running--
+			// A missing sample is an answer; a failure waits for the other attempt.
+			if r.err == nil || errors.Is(r.err, ErrNotFound) || running == 0 {
+				return r.b, r.err
+			}
+		}
+	}
+}
+
+// Hedges is how many blob reads were sent a second time (SpeculativeAfter).
+func (c *Cassandra) Hedges() int64 { return c.hedges.Load() }
+
+func (c *Cassandra) get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error) {
 	rctx, release, err := c.acquire(ctx)
 	if err != nil {
 		return Blob{}, fmt.Errorf("get sample %s: %w", id, err)
@@ -540,4 +616,17 @@ func tokenRanges(n int) [][2]int64 {
 func (c *Cassandra) Close() error {
 	c.session.Close()
 	return nil
+}
+
+// isUnavailable reports errors that mean no node could serve a request.
+func isUnavailable(err error) bool {
+	var ue *gocql.RequestErrUnavailable
+	return errors.Is(err, gocql.ErrNoConnections) || errors.Is(err, gocql.ErrConnectionClosed) ||
+		errors.Is(err, gocql.ErrUnavailable) || errors.As(err, &ue)
+}
+
+// isTimeout reports the driver's own timeouts and the server's.
+func isTimeout(err error) bool {
+	var rt *gocql.RequestErrReadTimeout
+	return errors.Is(err, gocql.ErrTimeoutNoResponse) || errors.As(err, &rt)
 }

@@ -92,7 +92,7 @@ type Store interface {
 	// Put stores a sample: the blob first, then its metadata row (the commit marker). s.Size
 	// and s.Checksum must describe data. Meta keys must be existing columns.
 	Put(ctx context.Context, s Sample, data []byte) error
-	// Get reads one blob. buf, if large enough, is reused for the data. A missing blob
+	// Get reads one blob. buf, if large enough, may be used for the data. A missing blob
 	// wraps ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error)
 	// Scan calls fn for every listed sample (every metadata row), in no particular order, from
@@ -235,4 +235,32 @@ func init() {
 		"update", "use", "using", "view", "where", "with"} {
 		cqlReserved[w] = true
 	}
+}
+
+// Error kinds, for metrics and logs (ErrorKind).
+const (
+	KindTimeout     = "timeout"     // the deadline passed
+	KindUnavailable = "unavailable" // no node could serve the request
+	KindMissing     = "missing"     // listed, but not in the blob table
+	KindCorrupt     = "corrupt"     // blob contradicts its metadata (size, label, checksum)
+	KindCanceled    = "canceled"    // the caller gave up
+	KindOther       = "other"
+)
+
+// ErrorKind classifies an error of a Store call.
+func ErrorKind(err error) string {
+	var netErr interface{ Timeout() bool }
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		return KindCorrupt
+	case errors.Is(err, ErrNotFound):
+		return KindMissing
+	case errors.Is(err, context.Canceled):
+		return KindCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout(), isTimeout(err):
+		return KindTimeout
+	case isUnavailable(err):
+		return KindUnavailable
+	}
+	return KindOther
 }

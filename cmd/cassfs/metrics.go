@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"time"
 
+	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/store"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -21,7 +24,7 @@ import (
 type metrics struct {
 	reg          *prometheus.Registry
 	fetchSeconds prometheus.Histogram
-	fetchErrors  prometheus.Counter
+	fetchErrors  *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -32,12 +35,30 @@ func newMetrics() *metrics {
 			Help:    "Time to fetch and verify one blob from the database.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16), // 0.5 ms … 16 s
 		}),
-		fetchErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cassfs_fetch_errors_total", Help: "Fetches that failed (timeouts, unreachable database, corrupt blobs).",
-		}),
+		fetchErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "cassfs_fetch_errors_total", Help: "Fetches that failed, by kind: timeout, unavailable, missing, corrupt, canceled, other.",
+		}, []string{"kind"}),
 	}
-	m.reg.MustRegister(m.fetchSeconds, m.fetchErrors)
+	// Every kind is exported from the start, so rates work before the first failure.
+	for _, k := range []string{store.KindTimeout, store.KindUnavailable, store.KindMissing, store.KindCorrupt, store.KindCanceled, store.KindOther} {
+		m.fetchErrors.WithLabelValues(k)
+	}
+	m.reg.MustRegister(m.fetchSeconds, m.fetchErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// served exports what the filesystem served and how many reads were hedged.
+func (m *metrics) served(f *cfs.FS, hedges func() int64) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_read_bytes_total", Help: "Bytes served to readers."},
+			func() float64 { return float64(f.Stats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_reads_total", Help: "READ requests served."},
+			func() float64 { return float64(f.Stats().Reads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_files_read_total", Help: "Files read (reads from offset 0)."},
+			func() float64 { return float64(f.Stats().Files) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_fetch_hedges_total", Help: "Blob reads sent a second time after --speculative-after."},
+			func() float64 { return float64(hedges()) }),
+	)
 }
 
 // watch adds the cache's and the prefetcher's (nil: none) counters.
@@ -52,7 +73,7 @@ func (m *metrics) timed(fetch prefetch.Fetch) prefetch.Fetch {
 		data, err := fetch(ctx, i)
 		m.fetchSeconds.Observe(time.Since(start).Seconds())
 		if err != nil {
-			m.fetchErrors.Inc()
+			m.fetchErrors.WithLabelValues(store.ErrorKind(err)).Inc()
 		}
 		return data, err
 	}

@@ -43,6 +43,7 @@ type mountFlags struct {
 	splits        string
 	shard         string
 	shardPad      bool
+	speculative   time.Duration
 }
 
 func newMountCmd() *cobra.Command {
@@ -122,6 +123,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.splits, "splits", "*", "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
 	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
+	fl.DurationVar(&f.speculative, "speculative-after", time.Second, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
 	return c
 }
@@ -162,6 +164,10 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
+	if f.speculative < 0 {
+		return usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
+	}
+	cfg.SpeculativeAfter = f.speculative
 	if dir, err = prepareMountpoint(dir, log); err != nil {
 		return err
 	}
@@ -224,6 +230,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		Cached:       cache.Has,
 		Logger:       log,
 	})
+	m.served(filesystem, st.Hedges)
 	server, err := cfs.Mount(dir, filesystem, cfs.MountOptions{
 		FsName:        "cassfs:" + cfg.Dataset,
 		AllowOther:    f.allowOther,
