@@ -126,7 +126,7 @@ func metricsSummary(body string) string {
 // sumMetric adds up every labelled sample of a metric.
 func sumMetric(body, name string) float64 {
 	sum := 0.0
-	for _, m := range regexp.MustCompile(`(?m)^` + name + `(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^`+name+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1) {
 		v, _ := strconv.ParseFloat(m[1], 64)
 		sum += v
 	}
