@@ -24,11 +24,12 @@
 //
 // # Errors
 //
-// A failed fetch is returned to every waiter as a *FetchError naming the sample. The failure
-// is remembered for CacheOptions.FailureMemory (default 1 s): the kernel retries a failed
-// readahead at once with a read of its own, which then fails at once instead of waiting
-// for a second deadline, so a reader waits at most one deadline. After that the next Get
-// tries again.
+// A failed fetch is returned to every waiter as a *FetchError naming the sample. When a
+// reader waited for it, the failure is remembered for CacheOptions.FailureMemory (default
+// 1 s): the kernel retries a failed readahead at once with a read of its own, which then
+// fails at once instead of waiting for a second deadline, so a reader waits at most one
+// deadline. After that the next Get tries again. A failed prefetch nobody waited for is
+// forgotten at once, so a node lost for a moment costs readers nothing.
 package prefetch
 
 import (
@@ -247,7 +248,10 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	if err != nil {
 		cl.err = &FetchError{Sample: i, Err: err}
 		c.stats.fetchErrors.Add(1)
-		if c.failFor > 0 {
+		// Only a failure a reader saw is remembered: that reader's kernel retries at once.
+		// A prefetch nobody waited for leaves no trace; the reader that comes for the
+		// sample later gets a fetch of its own.
+		if c.failFor > 0 && cl.demanded {
 			if len(c.failed) > 4096 {
 				clear(c.failed) // a database down for everything: forget wholesale
 			}

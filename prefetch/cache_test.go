@@ -209,3 +209,29 @@ func BenchmarkCacheHit(b *testing.B) {
 		}
 	})
 }
+
+// TestFailedPrefetchIsForgotten: a prefetch that fails while nobody waits leaves no trace;
+// the reader who comes later gets a fetch of its own, which succeeds.
+func TestFailedPrefetchIsForgotten(t *testing.T) {
+	var calls atomic.Int32
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			return nil, errors.New("node down")
+		}
+		return blobOf(i, 4), nil
+	}, CacheOptions{MaxBytes: 1 << 10})
+	defer c.Close()
+	if !c.Prefetch(5, 4, 8, 0) {
+		t.Fatal("Prefetch refused")
+	}
+	for c.Stats().FetchErrors == 0 {
+		runtime.Gosched()
+	}
+	for c.Stats().InFlight != 0 {
+		runtime.Gosched()
+	}
+	data, err := c.Get(context.Background(), 5)
+	if err != nil || len(data) != 4 || calls.Load() != 2 {
+		t.Errorf("Get after a failed prefetch: %v, %d bytes, %d fetches; want the blob from a second fetch", err, len(data), calls.Load())
+	}
+}
