@@ -8,8 +8,8 @@
 # Usage:
 #   e2e/cassandra.sh fetch            download the jars (once; later calls reuse them)
 #   e2e/cassandra.sh start [N]        start N nodes (default 1) on 127.0.0.1..127.0.0.N:9042
-#   e2e/cassandra.sh stop [N|all]     stop node N (1-based), or every node (default)
-#   e2e/cassandra.sh startnode N      start node N of an existing cluster again (after stop N)
+#   e2e/cassandra.sh stop [N...|all]  stop nodes N... (1-based), or every node (default)
+#   e2e/cassandra.sh startnode N...   start nodes of an existing cluster again (after stop)
 #   e2e/cassandra.sh status           which nodes run
 #   e2e/cassandra.sh wipe             stop everything and delete data and logs
 #
@@ -235,31 +235,43 @@ start() {
   done
 }
 
-startnode() {
-  local i=${1:?node number}
+startnode() { # node numbers, started one after another (started together, a node can
+  # exit during startup while its peers' gossip state is still empty)
+  [ $# -gt 0 ] || die "startnode needs node numbers"
   [ -f "$RUN/nodes" ] || die "no cluster: run start first"
-  if pid_of "$i" >/dev/null; then log "node $i already running"; return; fi
-  launch "$i"
-  wait_ready "$i"
+  local i
+  for i in "$@"; do
+    if pid_of "$i" >/dev/null; then log "node $i already running"; continue; fi
+    launch "$i"
+    wait_ready "$i"
+  done
 }
 
-stop_node() {
-  local i=$1 pid d; d=$(node_dir "$i")
-  pid=$(pid_of "$i") || { rm -f "$d/pid"; return 0; }
-  log "stopping node $i (pid $pid)"
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  if kill -0 "$pid" 2>/dev/null; then log "node $i did not stop in 30s; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -f "$d/pid"
+stop_nodes() { # node numbers: signalled together, then waited for
+  local i pid d pids=()
+  for i in "$@"; do
+    d=$(node_dir "$i")
+    pid=$(pid_of "$i") || { rm -f "$d/pid"; continue; }
+    log "stopping node $i (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    pids+=("$i:$pid")
+  done
+  for p in "${pids[@]}"; do
+    i=${p%%:*} pid=${p##*:}
+    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then log "node $i did not stop in 30s; killing"; kill -KILL "$pid" 2>/dev/null || true; fi
+    rm -f "$(node_dir "$i")/pid"
+  done
 }
 
 stop() {
-  local what=${1:-all} i
+  local what=${1:-all} nodes=() d
   if [ "$what" = all ]; then
-    for d in "$RUN"/node*; do [ -d "$d" ] && stop_node "${d##*node}"; done
+    for d in "$RUN"/node*; do [ -d "$d" ] && nodes+=("${d##*node}"); done
   else
-    stop_node "$what"
+    nodes=("$@")
   fi
+  [ ${#nodes[@]} -eq 0 ] || stop_nodes "${nodes[@]}"
   return 0
 }
 

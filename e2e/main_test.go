@@ -92,7 +92,9 @@ func newDataset(t testing.TB, prefix string) string {
 	return name
 }
 
-func dropKeyspace(name string) error {
+func dropKeyspace(name string) error { return dropKeyspaceOn(hosts, name) }
+
+func dropKeyspaceOn(hosts []string, name string) error {
 	cl := gocql.NewCluster(hosts...)
 	cl.ProtoVersion = 4
 	cl.Timeout = time.Minute

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/synth"
 )
 
@@ -50,18 +52,27 @@ func python(t testing.TB) string {
 // runPython runs a reader script and decodes its JSON output into v.
 func runPython(t testing.TB, v any, script string, args ...string) {
 	t.Helper()
+	if err := pythonScript(python(t), v, script, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pythonScript runs a reader script with py and decodes its JSON output into v; it may run
+// on any goroutine.
+func pythonScript(py string, v any, script string, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, python(t), append([]string{filepath.Join("readers", script)}, args...)...)
+	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("readers", script)}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", script, args, err, stderr.String())
+		return fmt.Errorf("%s %v: %v\n%s", script, args, err, stderr.String())
 	}
 	if err := json.Unmarshal(out, v); err != nil {
-		t.Fatalf("%s output: %v\n%s", script, err, out)
+		return fmt.Errorf("%s output: %v\n%s", script, err, out)
 	}
+	return nil
 }
 
 // srcDataset is one generated and ingested dataset shared by the filesystem tests (dropped
@@ -98,18 +109,24 @@ func makeShared(t testing.TB) (*srcDataset, error) {
 		return nil, err
 	}
 	sharedDir = dir
-	return generate(t, dir, "fs_shared", "--count", "300", "--classes", "4", "--seed", "3")
+	return generate(t, dir, "fs_shared", hosts, "--count", "300", "--classes", "4", "--seed", "3")
 }
 
-// generate runs cassfs gen into dir with genArgs and ingests the result into dataset name
-// (dropped first), with its metadata.
-func generate(t testing.TB, dir, name string, genArgs ...string) (*srcDataset, error) {
+// generate runs cassfs gen into dir with genArgs and ingests the result with its metadata
+// into dataset name (dropped first) on the cluster at hosts (replication factor 3 when
+// there are three hosts or more).
+func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string) (*srcDataset, error) {
 	if r := cassfs(t, append([]string{"gen", "--out", dir, "--progress", "none"}, genArgs...)...); r.code != 0 {
 		return nil, errors.New("gen: " + r.String())
 	}
 	d := &srcDataset{name: name, root: filepath.Join(dir, "images"), sha: map[string]string{}, byHash: map[string]string{}}
-	dropKeyspace(d.name)
-	if r := cassfs(t, "ingest", "-d", d.name, "--progress", "none", "--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
+	dropKeyspaceOn(hosts, d.name)
+	rf := "1"
+	if len(hosts) >= 3 {
+		rf = "3"
+	}
+	if r := cassfs(t, "ingest", "-d", d.name, "--hosts", strings.Join(hosts, ","), "--replication", rf, "--progress", "none",
+		"--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
 		return nil, errors.New("ingest: " + r.String())
 	}
 	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
@@ -129,7 +146,10 @@ func generate(t testing.TB, dir, name string, genArgs ...string) (*srcDataset, e
 	if err != nil {
 		return nil, err
 	}
-	st := openStoreNoCleanup(d.name)
+	st, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: d.name, Timeout: 20 * time.Second})
+	if err != nil {
+		return nil, err
+	}
 	defer st.Close()
 	if d.ix, err = splits.LoadIndex(context.Background(), st); err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ type splitDataset struct {
 func newSplitDataset(t *testing.T) *splitDataset {
 	t.Helper()
 	dir := t.TempDir()
-	d, err := generate(t, dir, newDataset(t, "splits"), "--count", "480", "--classes", "3", "--patients", "16", "--mean-size", "20000", "--seed", "5")
+	d, err := generate(t, dir, newDataset(t, "splits"), hosts, "--count", "480", "--classes", "3", "--patients", "16", "--mean-size", "20000", "--seed", "5")
 	if err != nil {
 		t.Fatal(err)
 	}

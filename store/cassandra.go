@@ -175,6 +175,9 @@ func newSession(cfg CassandraConfig, keyspace string) (*gocql.Session, error) {
 	cl.NumConns = cfg.NumConns
 	cl.WriteCoalesceWaitTime = cfg.WriteCoalesceWait
 	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	// A node that comes back is used again within seconds, not gocql's default minute: a
+	// mount outlives outages, and with every node down nothing else would notice the return.
+	cl.ReconnectInterval = 2 * time.Second
 	var fallback gocql.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)

@@ -1,6 +1,9 @@
 """Read one epoch through NVIDIA DALI's fn.readers.file, CPU only, and print what was read.
 
 Usage: dali_read.py (--file-list LIST | --file-root ROOT) [--batch-size N] [--no-mmap]
+                    [--step-seconds S]
+
+--step-seconds sleeps that long after every batch, as a training step would.
 
 Prints one JSON object: {"samples": [{"sha256": ..., "label": ..., "shape": [h, w, c]}, ...]}
 in the order the reader produced them (exactly one epoch), every sample decoded with
@@ -10,6 +13,7 @@ import argparse
 import hashlib
 import json
 import sys
+import time
 
 from nvidia.dali import fn, pipeline_def
 
@@ -21,6 +25,7 @@ def main():
     src.add_argument("--file-root")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--no-mmap", action="store_true")
+    ap.add_argument("--step-seconds", type=float, default=0)
     args = ap.parse_args()
 
     @pipeline_def(batch_size=args.batch_size, num_threads=2, device_id=None)
@@ -39,6 +44,8 @@ def main():
     out = []
     while len(out) < n:
         jpegs, labels, images = p.run()
+        if args.step_seconds:
+            time.sleep(args.step_seconds)
         for k in range(len(jpegs)):
             if len(out) == n:
                 break  # the last batch wraps into the next epoch

@@ -1,0 +1,234 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cluster is a three-node Cassandra started by cassandra.sh beside the suite's node, on
+// 127.0.0.11-13 with a data directory of its own.
+type cluster struct {
+	hosts []string
+	env   []string
+}
+
+func (c *cluster) script(t testing.TB, args ...string) {
+	t.Helper()
+	cmd := exec.Command("./cassandra.sh", args...)
+	cmd.Env = append(os.Environ(), c.env...)
+	start := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("cassandra.sh %v: %v\n%s", args, err, out)
+	}
+	t.Logf("cassandra.sh %s: %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
+}
+
+// pid is node i's process id.
+func (c *cluster) pid(t testing.TB, i int) int {
+	t.Helper()
+	cmd := exec.Command("./cassandra.sh", "status")
+	cmd.Env = append(os.Environ(), c.env...)
+	out, _ := cmd.Output()
+	m := regexp.MustCompile(fmt.Sprintf(`node %d: running \(pid (\d+)\)`, i)).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("node %d is not running:\n%s", i, out)
+	}
+	pid, _ := strconv.Atoi(string(m[1]))
+	return pid
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	if os.Getenv("CASSFS_TEST_HOSTS") != "" {
+		t.Skip("starts and stops a local three-node cluster; not run against an external cluster")
+	}
+	c := &cluster{env: []string{"CASSFS_CASSANDRA_DIR=" + t.TempDir(), "CASSFS_CASSANDRA_IP_BASE=10"}}
+	for i := 1; i <= 3; i++ {
+		c.hosts = append(c.hosts, fmt.Sprintf("127.0.0.%d:9042", 10+i))
+	}
+	t.Cleanup(func() { c.script(t, "wipe") })
+	c.script(t, "start", "3")
+	return c
+}
+
+// reader reads files one after another at a steady pace until stopped, recording every
+// error and the slowest read.
+type reader struct {
+	stop    chan struct{}
+	done    chan struct{}
+	reads   atomic.Int64
+	mu      sync.Mutex
+	errs    []error
+	slowest time.Duration
+}
+
+func startReader(paths []string, every time.Duration) *reader {
+	r := &reader{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for _, p := range paths {
+			select {
+			case <-r.stop:
+				return
+			case <-tick.C:
+			}
+			start := time.Now()
+			_, err := os.ReadFile(p)
+			took := time.Since(start)
+			r.reads.Add(1)
+			r.mu.Lock()
+			if err != nil {
+				r.errs = append(r.errs, fmt.Errorf("%s after %v: %w", filepath.Base(p), took, err))
+			}
+			r.slowest = max(r.slowest, took)
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *reader) finish() (int64, []error, time.Duration) {
+	close(r.stop)
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads.Load(), r.errs, r.slowest
+}
+
+// stallBound is the longest a read may take while one node of three stops or starts: the
+// retry on another replica, or the hedge after --speculative-after 1s, answers well within it.
+const stallBound = 2 * time.Second
+
+// TestClusterNodeFailure: replication factor 3; while DALI reads an epoch and another
+// reader reads steadily, node 2 stops and comes back: no reader sees an error, no read
+// stalls beyond stallBound. The same when node 2 freezes for 6 s. With every node down,
+// reads fail with EIO within the deadline, the mount stays up, and reading resumes when
+// the cluster is back.
+func TestClusterNodeFailure(t *testing.T) {
+	c := startCluster(t)
+	d, err := generate(t, t.TempDir(), "cluster_rf3", c.hosts, "--count", "2400", "--classes", "3", "--mean-size", "8000", "--seed", "9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A small cache and no page cache help (each sample is read once by each reader) keep
+	// the readers going to the database throughout.
+	m := startMount(t, d.name, "--hosts", strings.Join(c.hosts, ","), "--timeout", "5s", "--cache-size", "4MiB")
+	steady, _ := fileList(t, filepath.Join(m.dir, "all", "epoch-1"))
+	for k := range steady {
+		steady[k] = filepath.Join(m.dir, "all", "epoch-1", steady[k])
+	}
+	rd := startReader(steady, 12*time.Millisecond) // ~80 files/s: 30 s of new samples
+
+	py := python(t)
+	var dali daliOut
+	daliDone := make(chan error, 1)
+	go func() {
+		daliDone <- pythonScript(py, &dali, "dali_read.py", "--file-list", filepath.Join(m.dir, "all", "epoch-0", "file_list.txt"), "--step-seconds", "0.03")
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	c.script(t, "stop", "2")
+	if err := <-daliDone; err != nil {
+		t.Fatalf("DALI while node 2 stopped: %v", err)
+	}
+	var items []readSample
+	for _, s := range dali.Samples {
+		items = append(items, readSample{d.byHash[s.SHA256], s.Label})
+	}
+	expectEachOnce(t, d, "DALI with node 2 stopping", items)
+	c.script(t, "startnode", "2")
+	time.Sleep(3 * time.Second) // reads go to node 2 again
+	reads, errs, slowest := rd.finish()
+	t.Logf("steady reader: %d reads, %d errors, slowest %v", reads, len(errs), slowest)
+	for _, err := range errs {
+		t.Errorf("read while node 2 stopped or started: %v", err)
+	}
+	if slowest > stallBound {
+		t.Errorf("slowest read %v while node 2 stopped or started, want under %v", slowest, stallBound)
+	}
+	if reads < 500 {
+		t.Errorf("the steady reader made only %d reads", reads)
+	}
+	if strings.Contains(m.stderr.String(), "I/O error") {
+		t.Errorf("the mount logged I/O errors with one node of three down:\n%s", m.stderr.String())
+	}
+
+	// A frozen node (SIGSTOP: connections open, nothing answers) for 6 s: reads it
+	// coordinates are hedged after 1 s to another replica instead of waiting out the 5 s
+	// deadline. A new mount, so that the kernel has none of these files cached.
+	mf := startMount(t, d.name, "--hosts", strings.Join(c.hosts, ","), "--timeout", "5s", "--cache-size", "4MiB", "--metrics-addr", "127.0.0.1:0")
+	frozen, _ := fileList(t, filepath.Join(mf.dir, "all", "epoch-3"))
+	for k := range frozen {
+		frozen[k] = filepath.Join(mf.dir, "all", "epoch-3", frozen[k])
+	}
+	rd = startReader(frozen, 12*time.Millisecond)
+	time.Sleep(time.Second)
+	pid := c.pid(t, 2)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second)
+	syscall.Kill(pid, syscall.SIGCONT)
+	time.Sleep(2 * time.Second)
+	reads, errs, slowest = rd.finish()
+	hedges, _ := metricValue(scrape(t, metricsURL(t, mf)), "cassfs_fetch_hedges_total")
+	t.Logf("steady reader with node 2 frozen: %d reads, %d errors, slowest %v; %v reads hedged", reads, len(errs), slowest, hedges)
+	for _, err := range errs {
+		t.Errorf("read while node 2 was frozen: %v", err)
+	}
+	if slowest > stallBound {
+		t.Errorf("slowest read %v while node 2 was frozen, want under %v", slowest, stallBound)
+	}
+	if hedges == 0 {
+		t.Error("no read was hedged while node 2 was frozen")
+	}
+
+	// Every node down: EIO within the 5 s deadline, listings still work. A second mount
+	// (its own page cache, no prefetching, names fixed to samples) has nothing cached.
+	m2 := startMount(t, d.name, "--hosts", strings.Join(c.hosts, ","), "--timeout", "5s", "--prefetch", "0", "--order", "strict")
+	root := filepath.Join(m2.dir, "all", "epoch-7")
+	fresh, _ := fileList(t, root)
+	c.script(t, "stop")
+	for _, p := range fresh[:3] {
+		start := time.Now()
+		_, err := os.ReadFile(filepath.Join(root, p))
+		took := time.Since(start)
+		t.Logf("read with every node down: %v after %v", err, took)
+		if !errors.Is(err, syscall.EIO) || took > 8*time.Second {
+			t.Errorf("read with every node down: %v after %v, want EIO within the 5s deadline (plus slack)", err, took)
+		}
+	}
+	if _, err := os.ReadDir(filepath.Join(root, d.ix.Labels()[0])); err != nil {
+		t.Errorf("listing with every node down: %v", err)
+	}
+	c.script(t, "startnode", "1", "2", "3")
+	deadline := time.Now().Add(time.Minute)
+	for k := 3; ; k++ {
+		data, err := os.ReadFile(filepath.Join(root, fresh[k]))
+		if err == nil {
+			if sha(data) != d.sha[origName(fresh[k])] {
+				t.Fatal("read after recovery returned wrong bytes")
+			}
+			t.Logf("reading resumed %d reads after the cluster was back", k-2)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reads still fail a minute after the cluster is back: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
