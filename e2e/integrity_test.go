@@ -1,0 +1,69 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"errors"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gocql/gocql"
+)
+
+// TestIntegrity: a blob rewritten behind cassfs's back is refused with EIO and a logged
+// checksum mismatch, never served; a sample listed but missing from the blob table is an
+// EIO whose log line names its uuid. Both are counted by kind in the metrics.
+func TestIntegrity(t *testing.T) {
+	d, err := generate(t, t.TempDir(), newDataset(t, "integrity"), hosts, "--count", "12", "--classes", "2", "--mean-size", "5000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt, missing := d.ix.ID(3), d.ix.ID(7)
+	s := cql(t, d.name)
+	defer s.Close()
+	var data []byte
+	if err := s.Query(`SELECT data FROM blobs WHERE id = ?`, gocql.UUID(corrupt)).Scan(&data); err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x5a // same size and label, other bytes
+	if err := s.Query(`UPDATE blobs SET data = ? WHERE id = ?`, data, gocql.UUID(corrupt)).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Query(`DELETE FROM blobs WHERE id = ?`, gocql.UUID(missing)).Exec(); err != nil {
+		t.Fatal(err)
+	}
+
+	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--timeout", "3s")
+	read := func(i uint32) error {
+		_, err := os.ReadFile(filepath.Join(m.dir, "by-uuid", d.ix.ID(i).String()+path.Ext(d.ix.Name(i))))
+		return err
+	}
+	if err := read(3); !errors.Is(err, syscall.EIO) {
+		t.Errorf("read of the rewritten blob: %v, want EIO", err)
+	}
+	if err := read(7); !errors.Is(err, syscall.EIO) {
+		t.Errorf("read of the missing blob: %v, want EIO", err)
+	}
+	if err := read(5); err != nil {
+		t.Errorf("read of an intact sample: %v", err)
+	}
+	logs := m.stderr.String()
+	for _, want := range []string{corrupt.String(), "checksum differs", missing.String(), "not found"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not mention %q:\n%s", want, logs)
+		}
+	}
+	body := scrape(t, metricsURL(t, m))
+	for kind, want := range map[string]float64{"corrupt": 1, "missing": 1, "timeout": 0} {
+		v, ok := metricValue(body, `cassfs_fetch_errors_total\{kind="`+kind+`"\}`)
+		// The kernel may retry a failed read; a retry within a second is answered from the
+		// failure's memory, so each sample's fetch fails once.
+		if !ok || v != want {
+			t.Errorf("cassfs_fetch_errors_total{kind=%q} = %v, want %v", kind, v, want)
+		}
+	}
+}
