@@ -20,6 +20,11 @@
 #   CASSANDRA_HEAP      heap per node (default 512M for clusters, 2G for one node)
 #   CASSFS_CASSANDRA_IP_BASE  node N listens on 127.0.0.(BASE+N) (default 0), so that a second
 #                       cluster (with its own CASSFS_CASSANDRA_DIR) can run beside the first
+#   CASSFS_CASSANDRA_SECURE=1  clients must use TLS with a client certificate (mutual TLS) and
+#                       log in (PasswordAuthenticator; the default superuser is
+#                       cassandra/cassandra). A CA, the nodes' certificate and a client
+#                       certificate are made in $CASSFS_CASSANDRA_DIR/tls on first start:
+#                       ca.pem, client.pem, client.key for clients.
 set -euo pipefail
 
 VERSION=${CASSANDRA_VERSION:-5.0.8}
@@ -94,6 +99,54 @@ print(-(2**63) + (i - 1) * (2**64 // n))
 EOF
 }
 
+SECURE=${CASSFS_CASSANDRA_SECURE:-}
+TLS=$RUN/tls
+STOREPASS=cassfs-test
+
+# make_certs makes a CA, one certificate for every node address (IP SANs) in a PKCS12
+# keystore, a truststore holding the CA (client certificates are checked against it), and
+# a client certificate.
+make_certs() { # node count
+  local n=$1 sans="" i
+  [ -f "$TLS/keystore.p12" ] && return
+  command -v openssl >/dev/null || die "need openssl for CASSFS_CASSANDRA_SECURE (apt-get install openssl)"
+  mkdir -p "$TLS"
+  for i in $(seq 1 "$n"); do sans="${sans:+$sans,}IP:$(node_ip "$i")"; done
+  (
+    cd "$TLS"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=cassfs test CA" -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=cassandra" -keyout node.key -out node.csr 2>/dev/null
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$sans" >node.ext
+    openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 -extfile node.ext -out node.pem 2>/dev/null
+    openssl pkcs12 -export -in node.pem -inkey node.key -certfile ca.pem -name node -passout pass:$STOREPASS -out keystore.p12
+    "$(dirname "$(find_java17)")/keytool" -importcert -noprompt -alias ca -file ca.pem -storetype PKCS12 \
+      -keystore truststore.p12 -storepass $STOREPASS >/dev/null 2>&1
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=cassfs client" -keyout client.key -out client.csr 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' >client.ext
+    openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 -extfile client.ext -out client.pem 2>/dev/null
+  ) || die "making test certificates in $TLS failed"
+}
+
+security_config() {
+  if [ -z "$SECURE" ]; then
+    printf 'authenticator: AllowAllAuthenticator\nauthorizer: AllowAllAuthorizer\n'
+    return
+  fi
+  cat <<EOF
+authenticator: PasswordAuthenticator
+authorizer: AllowAllAuthorizer
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: $TLS/keystore.p12
+  keystore_password: $STOREPASS
+  truststore: $TLS/truststore.p12
+  truststore_password: $STOREPASS
+  store_type: PKCS12
+  require_client_auth: true
+EOF
+}
+
 write_config() { # node index, node count
   local i=$1 n=$2 d; d=$(node_dir "$i")
   mkdir -p "$d"/{data,commitlog,saved_caches,hints,cdc_raw,logs}
@@ -123,8 +176,7 @@ commitlog_sync_period: 10000ms
 auto_snapshot: false
 cdc_enabled: false
 start_native_transport: true
-authenticator: AllowAllAuthenticator
-authorizer: AllowAllAuthorizer
+$(security_config)
 concurrent_reads: 32
 concurrent_writes: 32
 native_transport_max_frame_size: 16MiB
@@ -226,6 +278,7 @@ start() {
     mkdir -p "$RUN"
   fi
   echo "$n" >"$RUN/nodes"
+  [ -z "$SECURE" ] || make_certs "$n"
   for i in $(seq 1 "$n"); do
     if pid_of "$i" >/dev/null; then log "node $i already running"; continue; fi
     write_config "$i" "$n"

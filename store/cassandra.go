@@ -2,11 +2,15 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/big"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +21,44 @@ import (
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 )
+
+// TLSConfig is how connections to the cluster are encrypted.
+type TLSConfig struct {
+	// CAFile holds the PEM certificates that sign the nodes' certificates (default: the
+	// system's roots). Nodes' certificates are always verified, names included.
+	CAFile string
+	// CertFile and KeyFile, both or neither, are a PEM client certificate and its key, for
+	// clusters that require client certificates.
+	CertFile, KeyFile string
+	// ServerName, if set, is the name node certificates must carry (default: the address
+	// connected to).
+	ServerName string
+}
+
+func (t *TLSConfig) config() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA file %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("a TLS client certificate needs both its certificate and its key file")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate %s with key %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
 
 // CassandraConfig configures a connection to one dataset.
 type CassandraConfig struct {
@@ -52,6 +94,10 @@ type CassandraConfig struct {
 	// slow or frozen replica then costs that delay instead of the whole Timeout. Only on
 	// clusters of more than one node (default 0: off).
 	SpeculativeAfter time.Duration
+	// TLS, if set, encrypts every connection and verifies the nodes' certificates.
+	TLS *TLSConfig
+	// Username and Password log in (PasswordAuthenticator); empty Username: no login.
+	Username, Password string
 	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
 	// what a latency-bound reader wants).
 	WriteCoalesceWait time.Duration
@@ -200,11 +246,54 @@ func newSession(cfg CassandraConfig, keyspace string) (*gocql.Session, error) {
 	}
 	// Blobs are JPEG/PNG: compression would cost CPU and save nothing.
 	cl.Compressor = nil
+	if cfg.TLS != nil {
+		tc, err := cfg.TLS.config()
+		if err != nil {
+			return nil, err
+		}
+		// EnableHostVerification: gocql otherwise skips verifying the chain as well.
+		cl.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: true}
+	}
+	if cfg.Username != "" {
+		cl.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
 	s, err := cl.CreateSession()
 	if err != nil {
-		return nil, fmt.Errorf("connect to Cassandra at %s: %w (is it running and reachable? see --hosts)", strings.Join(cfg.Hosts, ","), err)
+		return nil, connectError(cfg, err)
 	}
 	return s, nil
+}
+
+// connectError says why a session could not be made, and what to check. The password
+// never appears in it.
+//
+// gocql 1.7 flattens the causes of a failed session into text ("unable to connect to
+// initial hosts: %v", control.go; "unable to create session: %v", session.go), so after
+// errors.As, the cause is recognised by the messages of crypto/tls, crypto/x509 and
+// Cassandra's authenticator.
+func connectError(cfg CassandraConfig, err error) error {
+	at := strings.Join(cfg.Hosts, ",")
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var certErr *tls.CertificateVerificationError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &certErr) && errors.As(certErr.Err, &unknownCA),
+		strings.Contains(msg, "certificate signed by unknown authority"):
+		return fmt.Errorf("connect to Cassandra at %s over TLS: the nodes' certificate is not signed by a CA in --tls-ca (%s): %w", at, cfg.TLS.CAFile, err)
+	case errors.As(err, &hostErr), strings.Contains(msg, "certificate is valid for"):
+		return fmt.Errorf("connect to Cassandra at %s over TLS: the nodes' certificate does not name the address connected to (set --tls-server-name to the name it carries): %w", at, err)
+	case strings.Contains(msg, "Provided username") || strings.Contains(msg, "authentication") || strings.Contains(msg, "Authentication"):
+		if cfg.Username == "" {
+			return fmt.Errorf("connect to Cassandra at %s: the cluster requires a login: give --username and the password in $CASSFS_PASSWORD or --password-file: %w", at, err)
+		}
+		return fmt.Errorf("connect to Cassandra at %s: login as %q refused: check the password ($CASSFS_PASSWORD or --password-file): %w", at, cfg.Username, err)
+	case strings.Contains(msg, "tls: certificate required"):
+		return fmt.Errorf("connect to Cassandra at %s: the cluster requires a client certificate: give --tls-cert and --tls-key: %w", at, err)
+	case cfg.TLS == nil && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")):
+		return fmt.Errorf("connect to Cassandra at %s: the connection was closed at once; does the cluster require TLS (--tls-ca)? %w", at, err)
+	}
+	return fmt.Errorf("connect to Cassandra at %s: %w (is it running and reachable? see --hosts)", at, err)
 }
 
 func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg CassandraConfig) error {
@@ -633,3 +722,15 @@ func isTimeout(err error) bool {
 	var rt *gocql.RequestErrReadTimeout
 	return errors.Is(err, gocql.ErrTimeoutNoResponse) || errors.As(err, &rt)
 }
+
+// SetLogger sends the driver's own messages (reconnections, hosts going up and down) to
+// log, at level Warn, instead of the standard logger.
+func SetLogger(log *slog.Logger) { gocql.Logger = driverLogger{log} }
+
+type driverLogger struct{ log *slog.Logger }
+
+func (l driverLogger) Print(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprint(v...)), "from", "gocql") }
+func (l driverLogger) Printf(format string, v ...any) {
+	l.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "gocql")
+}
+func (l driverLogger) Println(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprintln(v...)), "from", "gocql") }

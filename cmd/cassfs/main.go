@@ -5,14 +5,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cassfs/cassfs/store"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	store.SetLogger(slog.Default()) // mount sets its own logger
 	err := newRootCmd().ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cassfs:", err)

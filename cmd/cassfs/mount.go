@@ -141,6 +141,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
+	store.SetLogger(log)
 	cacheBytes, err := humanize.ParseBytes(f.cacheSize)
 	if err != nil || cacheBytes == 0 {
 		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}

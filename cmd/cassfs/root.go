@@ -37,7 +37,9 @@ and serves them to unmodified deep-learning readers.
   cassfs split    make, list, show, delete, export and import splits (train/val/test)
   cassfs mount    mount a dataset read-only: splits and epochs as directories
 
-The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042).`,
+The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042), over TLS
+with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in with
+--username and the password from $CASSFS_PASSWORD or --password-file.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -55,6 +57,13 @@ type dbFlags struct {
 	maxInFlight int
 	addressMap  []string
 	conns       int
+	tls         bool
+	tlsCA       string
+	tlsCert     string
+	tlsKey      string
+	tlsName     string
+	username    string
+	passFile    string
 }
 
 func (f *dbFlags) register(c *cobra.Command) {
@@ -70,6 +79,32 @@ func (f *dbFlags) register(c *cobra.Command) {
 	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "most database requests in flight at once")
 	fl.IntVar(&f.conns, "conns-per-host", 2, "connections to each node (requests are multiplexed over them)")
 	fl.StringArrayVar(&f.addressMap, "address-map", nil, "reach a node that advertises FROM at TO instead, as FROM=TO with host:port each (NAT, tunnels, proxies); repeatable")
+	fl.BoolVar(&f.tls, "tls", false, "connect over TLS, verifying the nodes' certificates against the system's CAs (implied by the other --tls flags)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA certificates that sign the nodes' certificates (TLS)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate, for clusters that require one (with --tls-key)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fl.StringVar(&f.tlsName, "tls-server-name", "", "name the nodes' certificates carry, if not the address connected to")
+	fl.StringVar(&f.username, "username", os.Getenv("CASSFS_USERNAME"), "log in as this user (env CASSFS_USERNAME); the password comes from $CASSFS_PASSWORD or --password-file, never the command line")
+	fl.StringVar(&f.passFile, "password-file", "", "file holding the password of --username (mode 0600 or stricter)")
+}
+
+// password reads the login password: from --password-file, else $CASSFS_PASSWORD.
+func (f *dbFlags) password() (string, error) {
+	if f.passFile == "" {
+		return os.Getenv("CASSFS_PASSWORD"), nil
+	}
+	fi, err := os.Stat(f.passFile)
+	if err != nil {
+		return "", usageError{fmt.Errorf("--password-file: %w", err)}
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", usageError{fmt.Errorf("--password-file %s can be read by others (mode %04o): chmod 600 it", f.passFile, fi.Mode().Perm())}
+	}
+	b, err := os.ReadFile(f.passFile)
+	if err != nil {
+		return "", usageError{fmt.Errorf("--password-file: %w", err)}
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 func (f *dbFlags) config() (store.CassandraConfig, error) {
@@ -105,7 +140,24 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 		}
 		amap[from] = to
 	}
+	var tlsCfg *store.TLSConfig
+	if f.tls || f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsName != "" {
+		if (f.tlsCert == "") != (f.tlsKey == "") {
+			return store.CassandraConfig{}, usageError{errors.New("--tls-cert and --tls-key go together")}
+		}
+		tlsCfg = &store.TLSConfig{CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey, ServerName: f.tlsName}
+	}
+	password, err := f.password()
+	if err != nil {
+		return store.CassandraConfig{}, err
+	}
+	if f.username == "" && password != "" && f.passFile != "" {
+		return store.CassandraConfig{}, usageError{errors.New("--password-file needs --username")}
+	}
 	return store.CassandraConfig{
+		TLS:         tlsCfg,
+		Username:    f.username,
+		Password:    password,
 		AddressMap:  amap,
 		NumConns:    f.conns,
 		Hosts:       hosts,
