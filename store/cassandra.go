@@ -729,8 +729,12 @@ func SetLogger(log *slog.Logger) { gocql.Logger = driverLogger{log} }
 
 type driverLogger struct{ log *slog.Logger }
 
-func (l driverLogger) Print(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprint(v...)), "from", "gocql") }
+func (l driverLogger) Print(v ...any) {
+	l.log.Warn(strings.TrimSpace(fmt.Sprint(v...)), "from", "gocql")
+}
 func (l driverLogger) Printf(format string, v ...any) {
 	l.log.Warn(strings.TrimSpace(fmt.Sprintf(format, v...)), "from", "gocql")
 }
-func (l driverLogger) Println(v ...any) { l.log.Warn(strings.TrimSpace(fmt.Sprintln(v...)), "from", "gocql") }
+func (l driverLogger) Println(v ...any) {
+	l.log.Warn(strings.TrimSpace(fmt.Sprintln(v...)), "from", "gocql")
+}
