@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,4 +132,30 @@ func sumMetric(body, name string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestStatsCommand: cassfs stats reaches a running mount over its control socket and
+// prints what it served; a directory no cassfs serves is a clear error.
+func TestStatsCommand(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name)
+	root := filepath.Join(m.dir, "all", "epoch-0")
+	paths, _ := fileList(t, root)
+	for _, p := range paths[:50] {
+		if _, err := os.ReadFile(filepath.Join(root, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cassfs(t, "stats", "--interval", "100ms", m.dir)
+	if r.code != 0 {
+		t.Fatalf("stats: %s", r)
+	}
+	for _, want := range []string{"dataset " + d.name, "served    50 files", "prefetch  all: epoch 0 position 49", "errors    canceled 0, corrupt 0", "goroutines"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stats output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := cassfs(t, "stats", t.TempDir()); r.code != 1 || !strings.Contains(r.stderr, "no cassfs mount serves") {
+		t.Errorf("stats of a plain directory: %s", r)
+	}
 }

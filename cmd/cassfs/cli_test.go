@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestDBFlagsConfig(t *testing.T) {
@@ -59,5 +62,31 @@ func TestUnescapeMountinfo(t *testing.T) {
 func TestExitCodes(t *testing.T) {
 	if exitCode(usageError{errors.New("x")}) != 2 || exitCode(errors.New("x")) != 1 {
 		t.Error("usage errors exit 2, other errors 1")
+	}
+}
+
+func TestMetricsAddrDefaultsToLoopback(t *testing.T) {
+	for in, want := range map[string]string{":9108": "127.0.0.1:9108", "0.0.0.0:9108": "0.0.0.0:9108", "10.0.0.5:1": "10.0.0.5:1"} {
+		if got := metricsAddr(in); got != want {
+			t.Errorf("metricsAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestQuantileFromBuckets(t *testing.T) {
+	u := func(v float64) *float64 { return &v }
+	c := func(v uint64) *uint64 { return &v }
+	h := &dto.Histogram{SampleCount: c(100), Bucket: []*dto.Bucket{
+		{UpperBound: u(0.01), CumulativeCount: c(50)},
+		{UpperBound: u(0.02), CumulativeCount: c(90)},
+		{UpperBound: u(0.04), CumulativeCount: c(100)},
+	}}
+	for q, want := range map[float64]float64{0.5: 0.01, 0.7: 0.015, 0.99: 0.038} {
+		if got := quantile(h, q); math.Abs(got-want) > 1e-9 {
+			t.Errorf("quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if !math.IsNaN(quantile(&dto.Histogram{}, 0.5)) {
+		t.Error("quantile of an empty histogram is not NaN")
 	}
 }

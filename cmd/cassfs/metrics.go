@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	cfs "github.com/cassfs/cassfs/fs"
@@ -79,12 +84,37 @@ func (m *metrics) timed(fetch prefetch.Fetch) prefetch.Fetch {
 	}
 }
 
+// info exports what the mount serves, for cassfs stats and dashboards.
+func (m *metrics) info(dataset, mountpoint string, samples int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_info", Help: "The mount: dataset and mountpoint.",
+			ConstLabels: prometheus.Labels{"dataset": dataset, "mountpoint": mountpoint}}, func() float64 { return 1 }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_samples", Help: "Samples in the dataset's index."},
+			func() float64 { return float64(samples) }),
+	)
+}
+
+// metricsAddr defaults a bare ":port" to the loopback interface: metrics are served to
+// other machines only when asked for explicitly (0.0.0.0:port).
+func metricsAddr(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
 // serve answers /metrics on addr until ctx ends.
 func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := net.Listen("tcp", metricsAddr(addr))
 	if err != nil {
 		return fmt.Errorf("metrics endpoint: %w", err)
 	}
+	m.serveOn(ctx, ln, log)
+	log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
+	return nil
+}
+
+func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -92,13 +122,42 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) erro
 		<-ctx.Done()
 		srv.Close()
 	}()
-	log.Info("metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
-	return nil
+}
+
+// controlSocket is where the mount at mountpoint answers cassfs stats: a Unix socket named
+// after the mountpoint, in a directory only its user can enter.
+func controlSocket(mountpoint string) string {
+	dir := "/run/cassfs"
+	if os.Geteuid() != 0 {
+		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
+			dir = filepath.Join(x, "cassfs")
+		} else {
+			dir = filepath.Join(os.TempDir(), fmt.Sprintf("cassfs-%d", os.Geteuid()))
+		}
+	}
+	sum := sha256.Sum256([]byte(mountpoint))
+	return filepath.Join(dir, hex.EncodeToString(sum[:8])+".sock")
+}
+
+// serveControl answers /metrics on the mount's control socket until ctx ends; the socket
+// is removed by the returned function.
+func (m *metrics) serveControl(ctx context.Context, mountpoint string, log *slog.Logger) (func(), error) {
+	path := controlSocket(mountpoint)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	os.Remove(path) // left by a crashed mount of the same mountpoint (in-use mounts were refused)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	m.serveOn(ctx, ln, log)
+	return func() { ln.Close(); os.Remove(path) }, nil
 }
 
 var (

@@ -117,7 +117,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.order, "order", "arrival", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
-	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. 127.0.0.1:9108 (default: off)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -240,6 +240,12 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	})
 	if err != nil {
 		return err
+	}
+	m.info(cfg.Dataset, dir, ix.Len())
+	if closeControl, err := m.serveControl(ctx, dir, log); err != nil {
+		log.Warn("cassfs stats will not reach this mount", "err", err)
+	} else {
+		defer closeControl()
 	}
 	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "splits", len(shown), "seed", f.seed, "shard", shard.String(), "order", f.order, "prefetch", f.prefetch)
 

@@ -36,6 +36,7 @@ and serves them to unmodified deep-learning readers.
   cassfs ingest   load an ImageFolder tree and a metadata CSV into a dataset
   cassfs split    make, list, show, delete, export and import splits (train/val/test)
   cassfs mount    mount a dataset read-only: splits and epochs as directories
+  cassfs stats    a live summary of a running mount
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042), over TLS
 with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in with
@@ -44,7 +45,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd())
 	return root
 }
 

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/spf13/cobra"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+func newStatsCmd() *cobra.Command {
+	var (
+		watch    time.Duration
+		interval time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "stats MOUNTPOINT",
+		Short: "Print a live summary of a running mount",
+		Long: `stats asks the cassfs serving MOUNTPOINT (over its control socket, no network) for its
+counters and prints what it served, its cache, fetch latencies, errors by kind, the
+prefetch window of each split and its own memory. Rates are measured over --interval;
+--watch repeats every so often until interrupted.`,
+		Example: `  cassfs stats /mnt/tiles
+  cassfs stats --watch 5s /mnt/tiles`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("stats takes one MOUNTPOINT, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if interval <= 0 || watch < 0 {
+				return usageError{errors.New("--interval must be positive and --watch 0 or more")}
+			}
+			dir, err := filepath.Abs(args[0])
+			if err != nil {
+				return err
+			}
+			for {
+				if err := printStats(c.Context(), c.OutOrStdout(), dir, interval); err != nil {
+					return err
+				}
+				if watch == 0 {
+					return nil
+				}
+				select {
+				case <-c.Context().Done():
+					return nil
+				case <-time.After(watch):
+				}
+				fmt.Fprintln(c.OutOrStdout())
+			}
+		},
+	}
+	c.Flags().DurationVar(&watch, "watch", 0, "print again every so often until interrupted (0: once)")
+	c.Flags().DurationVar(&interval, "interval", time.Second, "time over which rates are measured")
+	return c
+}
+
+// scrapeMount reads the mount's metrics from its control socket.
+func scrapeMount(ctx context.Context, dir string) (map[string]*dto.MetricFamily, error) {
+	sock := controlSocket(dir)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		},
+	}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://cassfs/metrics", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		if _, serr := os.Stat(sock); serr != nil {
+			return nil, fmt.Errorf("no cassfs mount serves %s (no control socket %s); is it mounted by this user?", dir, sock)
+		}
+		return nil, fmt.Errorf("ask the mount at %s: %w", dir, err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// family helpers: the value of an unlabelled metric, the sum over labels, by label.
+type families map[string]*dto.MetricFamily
+
+func (f families) value(name string) float64 {
+	fam := f[name]
+	if fam == nil || len(fam.Metric) == 0 {
+		return 0
+	}
+	return metricNumber(fam.Metric[0])
+}
+
+func metricNumber(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Untyped != nil:
+		return m.Untyped.GetValue()
+	}
+	return 0
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.Label {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// quantile estimates a quantile of a histogram from its buckets (linear within a bucket).
+func quantile(h *dto.Histogram, q float64) float64 {
+	if h == nil || h.GetSampleCount() == 0 {
+		return math.NaN()
+	}
+	rank := q * float64(h.GetSampleCount())
+	prevBound, prevCount := 0.0, 0.0
+	for _, b := range h.Bucket {
+		c := float64(b.GetCumulativeCount())
+		if c >= rank {
+			if c == prevCount {
+				return b.GetUpperBound()
+			}
+			return prevBound + (b.GetUpperBound()-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevBound, prevCount = b.GetUpperBound(), c
+	}
+	return prevBound
+}
+
+func printStats(ctx context.Context, w io.Writer, dir string, interval time.Duration) error {
+	a, err := scrapeMount(ctx, dir)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-time.After(interval):
+	}
+	raw, err := scrapeMount(ctx, dir)
+	if err != nil {
+		return err
+	}
+	before, f := families(a), families(raw)
+	rate := func(name string) float64 { return (f.value(name) - before.value(name)) / interval.Seconds() }
+
+	dataset := "?"
+	if fam := f["cassfs_info"]; fam != nil && len(fam.Metric) > 0 {
+		dataset = label(fam.Metric[0], "dataset")
+	}
+	up := time.Duration(0)
+	if st := f.value("process_start_time_seconds"); st > 0 {
+		up = time.Since(time.Unix(int64(st), 0)).Round(time.Second)
+	}
+	fmt.Fprintf(w, "cassfs at %s: dataset %s, %s samples, up %v\n", dir, dataset, humanize.Comma(int64(f.value("cassfs_samples"))), up)
+	fmt.Fprintf(w, "  served    %s files, %s (now %.0f files/s, %s/s)\n",
+		humanize.Comma(int64(f.value("cassfs_files_read_total"))), humanize.IBytes(uint64(f.value("cassfs_read_bytes_total"))),
+		rate("cassfs_files_read_total"), humanize.IBytes(uint64(max(0, rate("cassfs_read_bytes_total")))))
+	fmt.Fprintf(w, "  cache     %s cached, %s of it not read yet; hits %s, misses %s, waits %s, evictions %s\n",
+		humanize.IBytes(uint64(f.value("cassfs_cache_bytes"))), humanize.IBytes(uint64(f.value("cassfs_cache_unread_bytes"))),
+		humanize.Comma(int64(f.value("cassfs_cache_hits_total"))), humanize.Comma(int64(f.value("cassfs_cache_misses_total"))),
+		humanize.Comma(int64(f.value("cassfs_cache_waits_total"))), humanize.Comma(int64(f.value("cassfs_cache_evictions_total"))))
+	var h *dto.Histogram
+	if fam := f["cassfs_fetch_seconds"]; fam != nil && len(fam.Metric) > 0 {
+		h = fam.Metric[0].Histogram
+	}
+	ms := func(q float64) string {
+		v := quantile(h, q)
+		if math.IsNaN(v) {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f ms", v*1000)
+	}
+	fmt.Fprintf(w, "  fetches   %s (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
+		humanize.Comma(int64(h.GetSampleCount())), histRate(before, f, interval),
+		ms(0.5), ms(0.99), humanize.Comma(int64(f.value("cassfs_requests_in_flight"))), humanize.Comma(int64(f.value("cassfs_fetch_hedges_total"))))
+	var errs []string
+	if fam := f["cassfs_fetch_errors_total"]; fam != nil {
+		for _, m := range fam.Metric {
+			errs = append(errs, fmt.Sprintf("%s %s", label(m, "kind"), humanize.Comma(int64(metricNumber(m)))))
+		}
+	}
+	sort.Strings(errs)
+	fmt.Fprintf(w, "  errors    %s\n", strings.Join(errs, ", "))
+	if fam := f["cassfs_prefetch_window"]; fam != nil {
+		pos := map[string]string{}
+		if pf := f["cassfs_prefetch_position"]; pf != nil {
+			for _, m := range pf.Metric {
+				pos[label(m, "split")] = fmt.Sprintf("epoch %s position %s", label(m, "epoch"), humanize.Comma(int64(metricNumber(m))))
+			}
+		}
+		var lines []string
+		for _, m := range fam.Metric {
+			lines = append(lines, fmt.Sprintf("  prefetch  %s: %s, window %s", label(m, "split"), pos[label(m, "split")], humanize.Comma(int64(metricNumber(m)))))
+		}
+		sort.Strings(lines)
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintf(w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
+		humanize.IBytes(uint64(f.value("process_resident_memory_bytes"))), humanize.IBytes(uint64(f.value("go_memstats_heap_alloc_bytes"))), f.value("go_goroutines"))
+	return nil
+}
+
+// histRate is the rate of a histogram's observation count (cassfs_fetch_seconds is a
+// histogram: its count lives in the histogram, not in a family of its own).
+func histRate(before, after families, interval time.Duration) float64 {
+	count := func(f families) float64 {
+		if fam := f["cassfs_fetch_seconds"]; fam != nil && len(fam.Metric) > 0 {
+			return float64(fam.Metric[0].Histogram.GetSampleCount())
+		}
+		return 0
+	}
+	return (count(after) - count(before)) / interval.Seconds()
+}
