@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/cassfs/cassfs/store"
@@ -17,7 +18,19 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	store.SetLogger(slog.Default()) // mount sets its own logger
-	err := newRootCmd().ExecuteContext(ctx)
+	root := newRootCmd()
+	// As a mount helper (/sbin/mount.fuse.cassfs, a symlink to cassfs), mount(8) and
+	// /etc/fstab call it with "DATASET MOUNTPOINT -o options".
+	if base := filepath.Base(os.Args[0]); base == "mount.fuse.cassfs" || base == "mount.cassfs" {
+		args, err := helperArgs(os.Args[1:])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", base, err)
+			os.Exit(2)
+		}
+		root.SetArgs(args)
+		commandArgs = args
+	}
+	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cassfs:", err)
 		os.Exit(exitCode(err))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,6 +45,8 @@ type mountFlags struct {
 	shard         string
 	shardPad      bool
 	speculative   time.Duration
+	daemon        bool
+	logFile       string
 }
 
 func newMountCmd() *cobra.Command {
@@ -124,22 +127,35 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.splits, "splits", "*", "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
 	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
 	fl.DurationVar(&f.speculative, "speculative-after", time.Second, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
+	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
+	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
 	return c
 }
 
-func newLogger(level string) (*slog.Logger, error) {
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, usageError{fmt.Errorf("--log-level %q: use debug, info, warn or error", level)}
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 func runMount(ctx context.Context, f *mountFlags, dir string) error {
-	log, err := newLogger(f.logLevel)
+	log, err := newLogger(f.logLevel, os.Stderr)
 	if err != nil {
 		return err
+	}
+	inChild := os.Getenv(daemonChild) != ""
+	if f.logFile != "" && !inChild {
+		out, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("--log-file: %w", err)
+		}
+		defer out.Close()
+		if log, err = newLogger(f.logLevel, out); err != nil {
+			return err
+		}
 	}
 	store.SetLogger(log)
 	cacheBytes, err := humanize.ParseBytes(f.cacheSize)
@@ -171,6 +187,13 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	cfg.SpeculativeAfter = f.speculative
 	if dir, err = prepareMountpoint(dir, log); err != nil {
 		return err
+	}
+	if f.daemon && !inChild {
+		logFile := f.logFile
+		if logFile == "" {
+			logFile = defaultLogFile(dir)
+		}
+		return daemonize(dir, logFile)
 	}
 
 	st, err := store.OpenCassandra(ctx, cfg)

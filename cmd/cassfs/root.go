@@ -45,6 +45,9 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	var config string
+	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
 	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd())
 	return root
 }
