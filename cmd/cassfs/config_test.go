@@ -57,3 +57,15 @@ func TestConfigFile(t *testing.T) {
 		t.Error("a missing config file was accepted")
 	}
 }
+
+// TestExampleConfig: the example configuration in the repository is valid for mount.
+func TestExampleConfig(t *testing.T) {
+	c := newMountCmd()
+	c.Flags().String("config", "", "")
+	if err := applyConfig(c, "../../contrib/cassfs.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.Flags().GetString("cache-size"); v != "8GiB" {
+		t.Errorf("cache-size from the example is %q", v)
+	}
+}
