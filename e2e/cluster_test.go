@@ -50,7 +50,7 @@ func (c *cluster) pid(t testing.TB, i int) int {
 	return pid
 }
 
-func startCluster(t *testing.T) *cluster {
+func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	if os.Getenv("CASSFS_TEST_HOSTS") != "" {
 		t.Skip("starts and stops a local three-node cluster; not run against an external cluster")
