@@ -106,11 +106,6 @@ func dropKeyspaceOn(hosts []string, name string) error {
 	return s.Query("DROP KEYSPACE IF EXISTS " + name).Exec()
 }
 
-func openStoreNoCleanup(dataset string) *store.Cassandra {
-	st, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: dataset, Timeout: 20 * time.Second})
-	if err != nil {
-		panic(err)
-	}
 	return st
 }
 
