@@ -106,9 +106,6 @@ func dropKeyspaceOn(hosts []string, name string) error {
 	return s.Query("DROP KEYSPACE IF EXISTS " + name).Exec()
 }
 
-	return st
-}
-
 // cql opens a plain session for checks behind cassfs's back.
 func cql(t testing.TB, keyspace string) *gocql.Session {
 	t.Helper()
