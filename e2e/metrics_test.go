@@ -159,3 +159,19 @@ func TestStatsCommand(t *testing.T) {
 		t.Errorf("stats of a plain directory: %s", r)
 	}
 }
+
+// TestBenchCommand: cassfs bench reads the same samples from the database, through a
+// mount and from the source tree, and reports each with its ratio to the database.
+func TestBenchCommand(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name, "--seed", "4")
+	r := cassfs(t, "bench", "-d", d.name, "--seed", "4", "--epoch", "2", "--mount", m.dir, "--local", d.root, "--samples", "120", "--readers", "4")
+	if r.code != 0 {
+		t.Fatalf("bench: %s", r)
+	}
+	for _, path := range []string{"store", "mount", "local"} {
+		if !regexp.MustCompile(`(?m)^\s*` + path + `\s+120\s+\d+`).MatchString(r.stdout) {
+			t.Errorf("bench output lacks 120 reads on %s:\n%s", path, r.stdout)
+		}
+	}
+}

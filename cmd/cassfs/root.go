@@ -37,6 +37,7 @@ and serves them to unmodified deep-learning readers.
   cassfs split    make, list, show, delete, export and import splits (train/val/test)
   cassfs mount    mount a dataset read-only: splits and epochs as directories
   cassfs stats    a live summary of a running mount
+  cassfs bench    measure reads from the database, a mount and local disk in one run
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042), over TLS
 with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in with
@@ -48,7 +49,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd(), newBenchCmd())
 	return root
 }
 
