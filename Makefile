@@ -22,7 +22,7 @@ build: ## build bin/cassfs
 	$(GO) build -o $(BIN) ./cmd/cassfs
 
 check: ## gofmt, go vet, staticcheck
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) tool staticcheck ./...

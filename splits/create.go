@@ -150,15 +150,8 @@ func (sp *Spec) check(labels []string) error {
 			return fmt.Errorf("split name %q given twice", n)
 		}
 	}
-	sum := 0.0
-	for _, r := range sp.Ratios {
-		if r < 0 || math.IsNaN(r) || math.IsInf(r, 0) {
-			return fmt.Errorf("ratio %v: ratios must be non-negative numbers", r)
-		}
-		sum += r
-	}
-	if sum <= 0 {
-		return errors.New("the ratios sum to zero: at least one split must get samples")
+	if err := checkShares("ratio", sp.Ratios); err != nil {
+		return fmt.Errorf("%w: at least one split must get samples", err)
 	}
 	if sp.MaxSamples < 0 {
 		return fmt.Errorf("maximum number of samples %d is negative", sp.MaxSamples)
@@ -169,15 +162,8 @@ func (sp *Spec) check(labels []string) error {
 		if len(sp.Weights) != len(labels) {
 			return fmt.Errorf("%d class weights for %d classes (%s): give one weight per class, in label order", len(sp.Weights), len(labels), strings.Join(labels, ","))
 		}
-		wsum := 0.0
-		for _, w := range sp.Weights {
-			if w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
-				return fmt.Errorf("class weight %v: weights must be non-negative numbers", w)
-			}
-			wsum += w
-		}
-		if wsum <= 0 {
-			return errors.New("the class weights sum to zero")
+		if err := checkShares("class weight", sp.Weights); err != nil {
+			return err
 		}
 	default:
 		return fmt.Errorf("balance %q: use original, uniform or class weights", sp.Balance)
@@ -190,6 +176,21 @@ func (sp *Spec) check(labels []string) error {
 
 // group is one entity's samples. It is sparse (only the classes it has), so that a million
 // one-sample groups over a thousand classes stay small.
+// checkShares checks ratios or weights: non-negative finite numbers, not all zero.
+func checkShares(what string, v []float64) error {
+	sum := 0.0
+	for _, x := range v {
+		if x < 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("%s %v: %ss must be non-negative numbers", what, x, what)
+		}
+		sum += x
+	}
+	if sum <= 0 {
+		return fmt.Errorf("the %ss sum to zero", what)
+	}
+	return nil
+}
+
 type group struct {
 	key     string
 	classes []int         // labels present, ascending

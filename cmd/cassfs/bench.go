@@ -22,12 +22,12 @@ import (
 
 // benchOpts are the flags of cassfs bench.
 type benchOpts struct {
-	mount    string
-	local    string
-	samples  int
-	readers  int
-	seed     uint64
-	epoch    uint64
+	mount   string
+	local   string
+	samples int
+	readers int
+	seed    uint64
+	epoch   uint64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -54,7 +54,9 @@ yet), or its caches will serve it; a local tree is read through the page cache a
 			if o.samples <= 0 || o.readers <= 0 {
 				return usageError{errors.New("--samples and --readers must be positive")}
 			}
-			return withStore(&db, func(ctx context.Context, st store.Store) error { return runBench(ctx, st, o, c.OutOrStdout(), c.ErrOrStderr()) })(c, args)
+			return withStore(&db, func(ctx context.Context, st store.Store) error {
+				return runBench(ctx, st, o, c.OutOrStdout(), c.ErrOrStderr())
+			})(c, args)
 		},
 	}
 	db.register(c)

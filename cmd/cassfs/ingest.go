@@ -36,12 +36,7 @@ the exit status is 1; the rest is ingested. Problems in the CSV stop the ingest 
 anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usage.`,
 		Example: `  cassfs ingest --dataset tiles --csv meta.csv ./tiles
   cassfs ingest --hosts 10.0.0.5,10.0.0.6 --dataset imagenet --replication 3 ./train`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("ingest takes one ROOT directory, got %d arguments", len(args))}
-			}
-			return nil
-		},
+		Args: exactlyOne("ingest", "ROOT directory"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if maxSize <= 0 || workers <= 0 || rf <= 0 {
 				return usageError{errors.New("--max-size, --workers and --replication must be positive")}

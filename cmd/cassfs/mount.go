@@ -100,12 +100,7 @@ recovered; a mountpoint in use is refused.`,
   ls /mnt/tiles/all/epoch-0
   python train.py --data /mnt/tiles/train/epoch-0
   cassfs mount --dataset tiles --shard 2/8 --seed 7 /mnt/tiles   # rank 2 of 8`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("mount takes one MOUNTPOINT, got %d arguments", len(args))}
-			}
-			return nil
-		},
+		Args: exactlyOne("mount", "MOUNTPOINT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runMount(c.Context(), &f, args[0])
 		},

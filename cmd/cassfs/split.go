@@ -148,6 +148,16 @@ the command unless --replace.`,
 	return c
 }
 
+// exactlyOne accepts one positional argument, described by what.
+func exactlyOne(cmd, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError{fmt.Errorf("%s takes one %s, got %d arguments", cmd, what, len(args))}
+		}
+		return nil
+	}
+}
+
 func noArgs(cmd string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -452,12 +462,7 @@ func newSplitShowCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show --dataset NAME SPLIT",
 		Short: "Show how a split was made and what it achieved",
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("split show takes one SPLIT, got %d arguments", len(args))}
-			}
-			return nil
-		},
+		Args:  exactlyOne("split show", "SPLIT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withStore(&db, func(ctx context.Context, st store.Store) error { return showSplit(ctx, st, args[0], os.Stdout) })(c, args)
 		},
@@ -639,12 +644,7 @@ func newSplitImportCmd() *cobra.Command {
 		Long: `import stores every split in FILE (written by split export) in the dataset, all at once:
 every sample id must exist in the dataset and names must be new (or --replace), else
 nothing is stored.`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("split import takes one FILE, got %d arguments", len(args))}
-			}
-			return nil
-		},
+		Args: exactlyOne("split import", "FILE"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return withStore(&db, func(ctx context.Context, st store.Store) error {
 				f, err := os.Open(args[0])

@@ -36,12 +36,7 @@ prefetch window of each split and its own memory. Rates are measured over --inte
 --watch repeats every so often until interrupted.`,
 		Example: `  cassfs stats /mnt/tiles
   cassfs stats --watch 5s /mnt/tiles`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{fmt.Errorf("stats takes one MOUNTPOINT, got %d arguments", len(args))}
-			}
-			return nil
-		},
+		Args: exactlyOne("stats", "MOUNTPOINT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if interval <= 0 || watch < 0 {
 				return usageError{errors.New("--interval must be positive and --watch 0 or more")}
