@@ -82,6 +82,7 @@ type createOpts struct {
 	acceptShortfall bool
 	replace         bool
 	dryRun          bool
+	progress        io.Writer // where the metadata scan reports progress (nil: nowhere)
 }
 
 // createParams is what split create stores with the splits: how they were made.
@@ -130,7 +131,10 @@ the command unless --replace.`,
   cassfs split create -d tiles --group-by patient_id,slide --balance uniform --max-samples 100000
   cassfs split create -d tiles --group-by patient_id --folds 5 --names cv`,
 		Args: noArgs("split create"),
-		RunE: withStore(&db, func(ctx context.Context, st store.Store) error { return createSplits(ctx, st, o, os.Stdout) }),
+		RunE: func(c *cobra.Command, args []string) error {
+			o.progress = c.ErrOrStderr()
+			return withStore(&db, func(ctx context.Context, st store.Store) error { return createSplits(ctx, st, o, c.OutOrStdout()) })(c, args)
+		},
 	}
 	db.register(c)
 	f := c.Flags()
@@ -213,7 +217,12 @@ func parseBalance(s string, labels []string) (string, []float64, error) {
 }
 
 // loadItems reads every sample's id, label and group key (the --group-by columns' values).
-func loadItems(ctx context.Context, st store.Store, groupBy []string) ([]splits.Item, error) {
+func loadItems(ctx context.Context, st store.Store, groupBy []string, progress io.Writer) ([]splits.Item, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	start, last := time.Now(), time.Now()
+	fmt.Fprintf(progress, "reading the metadata of dataset %s...\n", st.Dataset())
 	cols, err := st.Columns(ctx)
 	if err != nil {
 		return nil, err
@@ -248,8 +257,15 @@ func loadItems(ctx context.Context, st store.Store, groupBy []string) ([]splits.
 			it.Group = strings.Join(vals, "\x1f")
 		}
 		items = append(items, it)
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(progress, "  %d samples read\n", len(items))
+		}
 		return nil
 	})
+	if err == nil {
+		fmt.Fprintf(progress, "read %d samples in %.1fs\n", len(items), time.Since(start).Seconds())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +330,7 @@ func createSplits(ctx context.Context, st store.Store, o createOpts, out io.Writ
 	if spec.Balance, spec.Weights, err = parseBalance(o.balance, labels); err != nil {
 		return usageError{err}
 	}
-	items, err := loadItems(ctx, st, groupBy)
+	items, err := loadItems(ctx, st, groupBy, o.progress)
 	if err != nil {
 		return err
 	}
