@@ -139,36 +139,38 @@ func (p *Prefetcher) Access(name string, order Order, epoch uint64) {
 
 // pumpLocked issues positions up to the window; it stops early when the cache refuses more.
 func (p *Prefetcher) pumpLocked(s *stream) {
-	n := len(s.cur)
-	if n == 0 {
-		return
-	}
 	for {
+		n := len(s.cur)
+		if s.nextEpoch == 0 && s.nextPos >= n {
+			// The current epoch is all issued (also when the readers arrive in an epoch
+			// the prefetcher had issued to the end): go on with the next.
+			s.nextEpoch, s.nextPos = 1, 0
+		}
+		if s.nextEpoch == 1 {
+			if s.next == nil {
+				s.next = s.order(s.epoch + 1)
+			}
+			if s.nextPos >= len(s.next) {
+				return // at most one epoch ahead
+			}
+		}
 		ahead := s.nextEpoch*n + s.nextPos // positions from the start of s.epoch
-		if ahead > s.head+s.window || (s.nextEpoch == 1 && s.nextPos >= n) {
+		if ahead > s.head+s.window {
 			return
 		}
 		if s.nextPos < s.head && s.nextEpoch == 0 {
 			s.nextPos = s.head // behind the readers: nothing there is worth fetching any more
 			continue
 		}
-		var i uint32
-		if s.nextEpoch == 0 {
-			i = s.cur[s.nextPos]
-		} else {
-			if s.next == nil {
-				s.next = s.order(s.epoch + 1)
-			}
-			i = s.next[s.nextPos]
+		i := s.cur
+		if s.nextEpoch == 1 {
+			i = s.next
 		}
-		if !p.cache.Prefetch(i, p.opts.Size(i), p.opts.MaxInFlight, p.opts.KeepFree) {
+		if !p.cache.Prefetch(i[s.nextPos], p.opts.Size(i[s.nextPos]), p.opts.MaxInFlight, p.opts.KeepFree) {
 			return // resumed by the next arrival or access
 		}
 		s.issued++
 		s.nextPos++
-		if s.nextPos == n && s.nextEpoch == 0 {
-			s.nextEpoch, s.nextPos = 1, 0
-		}
 	}
 }
 

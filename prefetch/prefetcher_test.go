@@ -331,3 +331,45 @@ func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 		t.Errorf("%d fetches, want 14 (the re-prefetch of a cached blob fetches nothing)", f.total.Load())
 	}
 }
+
+// TestEpochsShorterThanTheWindow: when the window reaches past the whole next epoch (small
+// splits, shards), readers entering that epoch carry on into the one after, and epochs of
+// different lengths (a resumed view's rest of an epoch, then whole ones) are walked within
+// their bounds.
+func TestEpochsShorterThanTheWindow(t *testing.T) {
+	const n = 10
+	f := newCountingFetch(10)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 1000})
+	defer p.Close()
+	// Distinct samples per epoch: epoch e holds e*n ... e*n+n-1.
+	distinct := func(e uint64) []uint32 {
+		o := make([]uint32, n)
+		for k := range o {
+			o[k] = uint32(int(e)*n + k)
+		}
+		return o
+	}
+	for e := range uint64(4) {
+		for range n {
+			p.Access("small", distinct, e) // panicked before when epoch e+1 was issued to its end
+		}
+		settle(t, c)
+		if got, want := f.total.Load(), int64((e+2)*n); got != want {
+			t.Fatalf("after epoch %d: %d fetches, want %d (this epoch and all of the next)", e, got, want)
+		}
+	}
+	// A resumed stream: its first epoch is the last 3 of epoch 0, later ones are whole.
+	resumed := func(e uint64) []uint32 {
+		if e == 0 {
+			return distinct(100)[7:]
+		}
+		return distinct(100 + e)
+	}
+	p.Access("small@7", resumed, 0)
+	settle(t, c)
+	if got := f.total.Load(); got != 5*n+3+n {
+		t.Errorf("resumed stream: %d fetches in all, want %d (its 3, then the next epoch's %d)", got, 5*n+3+n, n)
+	}
+}
