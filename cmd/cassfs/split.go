@@ -116,9 +116,9 @@ the classes in the --balance proportions: the dataset's own (original), equal (u
 or given weights per class in label order ("3:1") or by name ("normal=3,tumor=1").
 --max-samples caps the total. The same data, flags and --seed give the same splits.
 
-Groups are dealt round-robin to the splits without overflowing their targets, the rest
-placed at random; samples are then drawn round-robin across each split's groups (the 2021
-paper's method). A split whose groups lack a class is scaled down as a whole so that its
+Groups are dealt round-robin to the splits without overflowing their targets (those
+holding the largest share of a class first), the rest placed at random; samples are then
+drawn round-robin across each split's groups (the 2021 paper's method). A split whose groups lack a class is scaled down as a whole so that its
 balance holds; if that leaves it more than --tolerance short, nothing is stored unless
 --accept-shortfall. The command prints what it achieved against what was asked.
 
