@@ -48,6 +48,12 @@ func (c *Cassandra) ensureSplitTables(ctx context.Context) error {
 // hasSplitTables reports whether the dataset has split tables (datasets ingested by older
 // versions may not).
 func (c *Cassandra) hasSplitTables(ctx context.Context) (bool, error) {
+	c.mu.Lock()
+	known := c.splitTables
+	c.mu.Unlock()
+	if known {
+		return true, nil // tables are never dropped by cassfs
+	}
 	rctx, release, err := c.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -58,6 +64,11 @@ func (c *Cassandra) hasSplitTables(ctx context.Context) (bool, error) {
 		c.cfg.Dataset).WithContext(rctx).Idempotent(true).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("look up the split tables of dataset %q: %w", c.cfg.Dataset, err)
+	}
+	if n == len(splitTables) {
+		c.mu.Lock()
+		c.splitTables = true
+		c.mu.Unlock()
 	}
 	return n == len(splitTables), nil
 }

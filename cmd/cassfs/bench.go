@@ -50,14 +50,12 @@ Each path reads each sample once. The mount should be fresh (nothing of that epo
 yet), or its caches will serve it; a local tree is read through the page cache as is.`,
 		Example: `  cassfs bench -d tiles --mount /mnt/tiles --local ./tiles/images --samples 5000 --readers 16`,
 		Args:    noArgs("bench"),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			if o.samples <= 0 || o.readers <= 0 {
 				return usageError{errors.New("--samples and --readers must be positive")}
 			}
-			return withStore(&db, func(ctx context.Context, st store.Store) error {
-				return runBench(ctx, st, o, c.OutOrStdout(), c.ErrOrStderr())
-			})(c, args)
-		},
+			return runBench(c.Context(), st, o, c.OutOrStdout(), c.ErrOrStderr())
+		}),
 	}
 	db.register(c)
 	f := c.Flags()

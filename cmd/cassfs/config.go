@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -54,17 +53,10 @@ func applyConfig(c *cobra.Command, path string) error {
 			return usageError{fmt.Errorf("--config %s: %s: %w", path, k, err)}
 		}
 		for _, v := range values {
-			if err := setFlag(c.Flags(), fl, v); err != nil {
+			if err := c.Flags().Set(fl.Name, v); err != nil {
 				return usageError{fmt.Errorf("--config %s: %s: %w", path, k, err)}
 			}
 		}
-	}
-	return nil
-}
-
-func setFlag(fs *pflag.FlagSet, fl *pflag.Flag, v string) error {
-	if err := fs.Set(fl.Name, v); err != nil {
-		return err
 	}
 	return nil
 }

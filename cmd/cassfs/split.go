@@ -55,7 +55,9 @@ func (f *dbFlags) openExisting(ctx context.Context) (*store.Cassandra, error) {
 	return st, err
 }
 
-func withStore(db *dbFlags, run func(ctx context.Context, st store.Store) error) func(c *cobra.Command, args []string) error {
+// withStore makes a command's RunE that opens the dataset named by db (which must exist)
+// and runs run with it.
+func withStore(db *dbFlags, run func(c *cobra.Command, args []string, st store.Store) error) func(c *cobra.Command, args []string) error {
 	return func(c *cobra.Command, args []string) error {
 		if _, err := db.config(); err != nil {
 			return err
@@ -65,7 +67,7 @@ func withStore(db *dbFlags, run func(ctx context.Context, st store.Store) error)
 			return err
 		}
 		defer st.Close()
-		return run(c.Context(), st)
+		return run(c, args, st)
 	}
 }
 
@@ -131,10 +133,10 @@ the command unless --replace.`,
   cassfs split create -d tiles --group-by patient_id,slide --balance uniform --max-samples 100000
   cassfs split create -d tiles --group-by patient_id --folds 5 --names cv`,
 		Args: noArgs("split create"),
-		RunE: func(c *cobra.Command, args []string) error {
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			o.progress = c.ErrOrStderr()
-			return withStore(&db, func(ctx context.Context, st store.Store) error { return createSplits(ctx, st, o, c.OutOrStdout()) })(c, args)
-		},
+			return createSplits(c.Context(), st, o, c.OutOrStdout())
+		}),
 	}
 	db.register(c)
 	f := c.Flags()
@@ -422,7 +424,9 @@ func newSplitListCmd() *cobra.Command {
 		Use:   "list --dataset NAME",
 		Short: "List the stored splits",
 		Args:  noArgs("split list"),
-		RunE:  withStore(&db, func(ctx context.Context, st store.Store) error { return listSplits(ctx, st, os.Stdout) }),
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			return listSplits(c.Context(), st, c.OutOrStdout())
+		}),
 	}
 	db.register(c)
 	return c
@@ -479,9 +483,9 @@ func newSplitShowCmd() *cobra.Command {
 		Use:   "show --dataset NAME SPLIT",
 		Short: "Show how a split was made and what it achieved",
 		Args:  exactlyOne("split show", "SPLIT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(&db, func(ctx context.Context, st store.Store) error { return showSplit(ctx, st, args[0], os.Stdout) })(c, args)
-		},
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			return showSplit(c.Context(), st, args[0], c.OutOrStdout())
+		}),
 	}
 	db.register(c)
 	return c
@@ -540,15 +544,13 @@ func newSplitDeleteCmd() *cobra.Command {
 			}
 			return nil
 		},
-		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(&db, func(ctx context.Context, st store.Store) error {
-				if err := st.DeleteSplits(ctx, args); err != nil {
-					return err
-				}
-				fmt.Fprintf(os.Stdout, "deleted %s from dataset %s\n", strings.Join(args, ", "), st.Dataset())
-				return nil
-			})(c, args)
-		},
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			if err := st.DeleteSplits(c.Context(), args); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "deleted %s from dataset %s\n", strings.Join(args, ", "), st.Dataset())
+			return nil
+		}),
 	}
 	db.register(c)
 	return c
@@ -581,11 +583,9 @@ func newSplitExportCmd() *cobra.Command {
 		Long: `export writes the named splits (default: every stored one) as JSON:
 {"format": "` + exportFormat + `", "dataset": ..., "splits": [{"name", "params", "report",
 "members": [sample ids]}]}. import reads it back, into this or another copy of the dataset.`,
-		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(&db, func(ctx context.Context, st store.Store) error {
-				return writeFileOrStdout(output, func(w io.Writer) error { return exportSplits(ctx, st, args, w) })
-			})(c, args)
-		},
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			return writeFileOrStdout(output, func(w io.Writer) error { return exportSplits(c.Context(), st, args, w) })
+		}),
 	}
 	db.register(c)
 	c.Flags().StringVarP(&output, "output", "o", "-", "file to write (- for standard output)")
@@ -628,10 +628,11 @@ func exportSplits(ctx context.Context, st store.Store, names []string, w io.Writ
 	}
 	f := exportFile{Format: exportFormat, Dataset: st.Dataset()}
 	for _, n := range names {
-		in, err := findSplit(ctx, st, n)
-		if err != nil {
-			return err
+		k := slices.IndexFunc(infos, func(in store.SplitInfo) bool { return in.Name == n })
+		if k < 0 {
+			return fmt.Errorf("split %q of dataset %q: %w (see cassfs split list)", n, st.Dataset(), store.ErrNotFound)
 		}
+		in := infos[k]
 		ids, err := st.SplitMembers(ctx, n)
 		if err != nil {
 			return err
@@ -661,16 +662,14 @@ func newSplitImportCmd() *cobra.Command {
 every sample id must exist in the dataset and names must be new (or --replace), else
 nothing is stored.`,
 		Args: exactlyOne("split import", "FILE"),
-		RunE: func(c *cobra.Command, args []string) error {
-			return withStore(&db, func(ctx context.Context, st store.Store) error {
-				f, err := os.Open(args[0])
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				return importSplits(ctx, st, f, args[0], replace, os.Stdout)
-			})(c, args)
-		},
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return importSplits(c.Context(), st, f, args[0], replace, c.OutOrStdout())
+		}),
 	}
 	db.register(c)
 	c.Flags().BoolVar(&replace, "replace", false, "replace splits of the same names")
