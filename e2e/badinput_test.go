@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 )
 
 // writeTree writes files (relative path → content) under a new root.
@@ -128,7 +129,7 @@ func TestIngestRejectsBadCSV(t *testing.T) {
 				}
 			}
 			// Nothing was written: the dataset was not even created.
-			_, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: ds})
+			_, err := cassandra.Open(context.Background(), cassandra.Config{Hosts: hosts, Dataset: ds})
 			if !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("after a rejected CSV, opening the dataset: error = %v, want ErrNotFound", err)
 			}

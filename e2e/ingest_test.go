@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/gocql/gocql"
 )
@@ -25,7 +26,7 @@ func TestStoreConformance(t *testing.T) {
 }
 
 func TestOpenMissingDataset(t *testing.T) {
-	_, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: "no_such_dataset_x"})
+	_, err := cassandra.Open(context.Background(), cassandra.Config{Hosts: hosts, Dataset: "no_such_dataset_x"})
 	if err == nil || !strings.Contains(err.Error(), "no_such_dataset_x") {
 		t.Fatalf("open missing dataset: error = %v, want one naming the dataset", err)
 	}

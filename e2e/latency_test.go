@@ -19,6 +19,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/collectors"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -330,7 +331,7 @@ func report(b *testing.B, name string, total time.Duration, nbytes int64, count 
 }
 
 // warmStore reads every blob of st directly, so Cassandra serves the benchmark from memory.
-func warmStore(b *testing.B, st *store.Cassandra) {
+func warmStore(b *testing.B, st *cassandra.Store) {
 	var ids []uuid.UUID
 	if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
 		b.Fatal(err)
@@ -339,7 +340,7 @@ func warmStore(b *testing.B, st *store.Cassandra) {
 }
 
 // getAll reads every id with p reads in flight and returns reads per second.
-func getAll(b *testing.B, st *store.Cassandra, ids []uuid.UUID, p int) float64 {
+func getAll(b *testing.B, st *cassandra.Store, ids []uuid.UUID, p int) float64 {
 	start := time.Now()
 	parallel(b, p, len(ids), func(k int) error {
 		_, err := st.Get(context.Background(), ids[k], nil)

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/gocql/gocql"
 )
 
@@ -121,9 +121,9 @@ func cql(t testing.TB, keyspace string) *gocql.Session {
 }
 
 // openStore opens a dataset through the store package.
-func openStore(t testing.TB, dataset string, create bool) *store.Cassandra {
+func openStore(t testing.TB, dataset string, create bool) *cassandra.Store {
 	t.Helper()
-	st, err := store.OpenCassandra(context.Background(), store.CassandraConfig{
+	st, err := cassandra.Open(context.Background(), cassandra.Config{
 		Hosts: hosts, Dataset: dataset, Create: create, Timeout: 20 * time.Second,
 	})
 	if err != nil {

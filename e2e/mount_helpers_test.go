@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/splits"
-	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/synth"
 )
 
@@ -146,7 +146,7 @@ func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string)
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.OpenCassandra(context.Background(), store.CassandraConfig{Hosts: hosts, Dataset: d.name, Timeout: 20 * time.Second})
+	st, err := cassandra.Open(context.Background(), cassandra.Config{Hosts: hosts, Dataset: d.name, Timeout: 20 * time.Second})
 	if err != nil {
 		return nil, err
 	}

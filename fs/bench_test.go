@@ -16,6 +16,7 @@ import (
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/view"
 )
 
 // bigIndex builds an index of n samples in the given number of classes, with names like
@@ -80,7 +81,7 @@ func BenchmarkHugeDirectory(b *testing.B) {
 	defer cache.Close()
 	for range b.N {
 		dir := b.TempDir()
-		server, err := cfs.Mount(dir, cfs.New(cfs.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Blobs: cache.Get}), cfs.MountOptions{FsName: "cassfs:bench"})
+		server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}}), Blobs: cache.Get}), cfs.MountOptions{FsName: "cassfs:bench"})
 		if err != nil {
 			b.Fatal(err)
 		}

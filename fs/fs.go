@@ -1,5 +1,8 @@
-// Package fs shows a dataset as a read-only FUSE filesystem in which splits and epochs are
-// directories. It is the only package besides cmd/cassfs that imports go-fuse.
+// Package fs is the FUSE adapter of cassfs: it shows a mount's views (package view) as a
+// read-only filesystem in which splits and epochs are directories. It translates what view
+// answers into go-fuse nodes, entries, attributes and errnos, and READs into the prefetch
+// cache; it decides nothing about names, orders or bindings itself. It is the only package
+// besides cmd/cassfs that imports go-fuse, and it must not know CQL.
 //
 // # Tree
 //
@@ -7,6 +10,7 @@
 //	  <split>/                 one directory per split
 //	    epoch-<N>/             the split in epoch N's order; any N >= 0 resolves on lookup,
 //	                           a window of them is listed
+//	    epoch-<N>@<K>/         the same from position K on (a resumed job)
 //	      <class>/<pos>_<name> one directory per label; pos is the zero-padded position in
 //	                           the epoch, so names sort bytewise in epoch order
 //	      file_list.txt        DALI file_list: "<class>/<pos>_<name> <label>" per line, in
@@ -14,10 +18,9 @@
 //	  by-uuid/<uuid>.<ext>     every sample by id
 //
 // The shape follows what DALI's fn.readers.file and torchvision's ImageFolder do with a
-// directory (../shared design notes "readers"): an epoch root holds only class directories
-// and one plain file; class names sort bytewise into label order (labels are assigned in
-// that order at ingest; otherwise names get a zero-padded label prefix); exactly two levels;
-// d_type is set; sizes are exact from the first LOOKUP and never change.
+// directory: an epoch root holds only class directories and one plain file; class names
+// sort bytewise into label order; exactly two levels; d_type is set; sizes are exact from
+// the first LOOKUP and never change.
 //
 // # Identity and caching
 //
@@ -28,13 +31,17 @@
 // page cache: two fewer requests per file), and directories are cached by the kernel
 // (FOPEN_CACHE_DIR).
 //
-// # Metadata and data paths
+// # The read path
 //
-// LOOKUP, GETATTR and READDIR are served from the in-memory index (splits.Index) and never
-// touch the database. READ asks a BlobSource (the prefetch cache), which fetches each sample
-// once, whole, however many READs ask for it. A LOOKUP in an epoch's class directory tells
-// the prefetcher the readers progressed, so the samples that follow in the epoch's order are
-// fetched before they are asked for.
+//	LOOKUP <class>/<pos>_<name>   fs: the class directory's node
+//	  → view.Set.Lookup            view: parse, check, report the access, bind the name
+//	      → Prefetcher.Access      prefetch: the window moves; fetches start ahead
+//	READ                           fs: the sample's node
+//	  → BlobSource (Cache.Get)     prefetch: from memory, joining a fetch, or fetching
+//	      → store.Store.Get        store/cassandra: the blob, verified against the index
+//
+// LOOKUP, GETATTR and READDIR are served from the in-memory index and views and never
+// touch the database.
 //
 // # Errors
 //
@@ -45,60 +52,40 @@ package fs
 import (
 	"context"
 	"log/slog"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // BlobSource returns sample i's content (canonical index). It must honour ctx and bound its
 // own time; the returned slice is not modified by the filesystem.
 type BlobSource func(ctx context.Context, i uint32) ([]byte, error)
 
-// Config describes what a mount shows.
+// Config describes a mount.
 type Config struct {
-	Index  *splits.Index
-	Splits []*splits.Split // one directory each; names must be unique
-	Seed   uint64          // seed of the epoch permutations
+	// Views is what the mount shows: splits, epochs, names and their binding.
+	Views *view.Set
 	// EpochsListed is how many epoch directories (epoch-0 ...) a split directory lists
 	// (default 10); any epoch resolves on lookup.
 	EpochsListed int
-	// EpochViews bounds how many epochs' orders are kept in memory (default 4; each costs 8
-	// bytes per sample of its split). Evicted ones are recomputed when used.
-	EpochViews int
-	// Shard, if set, makes every epoch directory show only this rank's part of the epoch
-	// (splits.Shard).
-	Shard splits.Shard
-	Blobs BlobSource
-	// Arrival selects arrival binding (see arrival.go) instead of the fixed name↔sample
-	// mapping; Cached must then report whether a sample's blob is in memory.
-	Arrival bool
-	Cached  func(i uint32) bool
-	// Prefetcher, if set, is told of every lookup of a sample in an epoch directory (its
-	// position in the epoch), so that it can fetch what comes next.
-	Prefetcher *prefetch.Prefetcher
-	Logger     *slog.Logger
+	Blobs        BlobSource
+	Logger       *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
 type FS struct {
 	cfg        Config
+	views      *view.Set
 	ix         *splits.Index
-	classNames []string // directory name of each label
 	log        *slog.Logger
 	errLog     errorLog
-	views      *lru.Cache[viewKey, *epochView]
-	mtime      uint64     // every entry's times: when the filesystem was made
-	totalBytes uint64     // sum of all samples' sizes, for statfs
-	viewMu     sync.Mutex // serializes computing a missing view
+	mtime      uint64 // every entry's times: when the filesystem was made
+	totalBytes uint64 // sum of all samples' sizes, for statfs
 
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
 }
@@ -115,12 +102,6 @@ func (f *FS) Stats() ServeStats {
 	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load()}
 }
 
-type viewKey struct {
-	split string
-	n     uint64
-	start int
-}
-
 // firstSampleIno is the inode number of canonical sample 0. Directory and file_list inodes
 // are numbered automatically by go-fuse from 2^63 on, so they never collide.
 const firstSampleIno = 1 << 20
@@ -130,162 +111,20 @@ func New(cfg Config) *FS {
 	if cfg.EpochsListed <= 0 {
 		cfg.EpochsListed = 10
 	}
-	if cfg.EpochViews <= 0 {
-		cfg.EpochViews = 4
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	views, _ := lru.New[viewKey, *epochView](cfg.EpochViews)
-	f := &FS{cfg: cfg, ix: cfg.Index, log: cfg.Logger, views: views, mtime: uint64(time.Now().Unix())}
+	ix := cfg.Views.Index()
+	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix())}
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
-	f.classNames = ClassNames(cfg.Index.Labels())
-	for i := range uint32(f.ix.Len()) {
-		f.totalBytes += uint64(f.ix.Size(i))
+	for i := range uint32(ix.Len()) {
+		f.totalBytes += uint64(ix.Size(i))
 	}
 	return f
 }
 
-// ClassNames returns the directory name of each label: the label's name when the names
-// already sort bytewise in label order and are usable as names, otherwise "<label>_<name>"
-// with a zero-padded label so that sorting gives label order.
-func ClassNames(labels []string) []string {
-	ok := true
-	for i, l := range labels {
-		if !usableName(l) || (i > 0 && labels[i-1] >= l) {
-			ok = false
-			break
-		}
-	}
-	if ok {
-		return labels
-	}
-	w := len(strconv.Itoa(max(len(labels)-1, 0)))
-	out := make([]string, len(labels))
-	for i, l := range labels {
-		if !usableName(l) {
-			l = "class"
-		}
-		out[i] = padInt(uint64(i), w) + "_" + l
-	}
-	return out
-}
-
-func usableName(s string) bool {
-	return s != "" && s != "." && s != ".." && !strings.HasPrefix(s, ".") && !strings.ContainsAny(s, "/\x00\n\r") &&
-		strings.TrimRight(s, " \t") == s
-}
-
-func padInt(v uint64, width int) string {
-	s := strconv.FormatUint(v, 10)
-	if len(s) < width {
-		s = strings.Repeat("0", width-len(s)) + s
-	}
-	return s
-}
-
 // Root returns the root directory node.
 func (f *FS) Root() gofs.InodeEmbedder { return &rootDir{dirNode: dirNode{fs: f}} }
-
-// epochView is one epoch of one split, as the directories need it.
-type epochView struct {
-	*splits.Epoch
-	width int // digits of the position prefix
-
-	listOnce sync.Once
-	listSize int64 // size of file_list.txt
-	lineOnce sync.Once
-	lineEnd  []uint64 // lineEnd[k] = offset just past line k of file_list.txt
-	bindOnce sync.Once
-	bind     *binding // arrival bindings, made on first use
-}
-
-// view returns epoch n of s from position start on (0: the whole epoch).
-func (f *FS) view(s *splits.Split, n uint64, start int) *epochView {
-	k := viewKey{s.Name, n, start}
-	if v, ok := f.views.Get(k); ok {
-		return v
-	}
-	f.viewMu.Lock()
-	defer f.viewMu.Unlock()
-	if v, ok := f.views.Get(k); ok {
-		return v
-	}
-	e := splits.NewEpoch(f.ix, s, f.cfg.Seed, n, splits.View{Shard: f.cfg.Shard, Start: start})
-	v := &epochView{Epoch: e, width: len(strconv.Itoa(max(e.Len-1, 0)))}
-	f.views.Add(k, v)
-	return v
-}
-
-// accessed tells the prefetcher that readers looked up a sample of epoch n of s, in the
-// view starting at start. A resumed view is a stream of its own whose first epoch is the
-// rest of epoch n; it continues into whole epochs.
-func (f *FS) accessed(s *splits.Split, n uint64, start int) {
-	if f.cfg.Prefetcher == nil {
-		return
-	}
-	name := s.Name
-	if start > 0 {
-		name += "@" + strconv.Itoa(start)
-	}
-	f.cfg.Prefetcher.Access(name, func(e uint64) []uint32 {
-		if e == n {
-			return f.view(s, e, start).Order
-		}
-		return f.view(s, e, 0).Order
-	}, n)
-}
-
-// entryName is the file name of the sample at index k of a view's order: its position in
-// the epoch (the same in a resumed view as in the whole one) and its name.
-func (f *FS) entryName(v *epochView, k uint32) string {
-	return padInt(uint64(v.Start)+uint64(k), v.width) + "_" + f.ix.Name(v.Order[k])
-}
-
-// parsePos reads the position prefix of an entry name.
-func parsePos(name string, width int) (uint32, bool) {
-	if len(name) < width+2 || name[width] != '_' {
-		return 0, false
-	}
-	var pos uint64
-	for _, ch := range []byte(name[:width]) {
-		if ch < '0' || ch > '9' {
-			return 0, false
-		}
-		pos = pos*10 + uint64(ch-'0')
-	}
-	return uint32(pos), pos <= 1<<32-1
-}
-
-// parseEpoch reads "epoch-<N>" or "epoch-<N>@<K>" (the view resumed at position K), with N
-// and K in canonical decimal form.
-func parseEpoch(name string) (n uint64, start int, ok bool) {
-	s, ok := strings.CutPrefix(name, "epoch-")
-	if !ok {
-		return 0, 0, false
-	}
-	s, k, resumed := strings.Cut(s, "@")
-	n, ok = parseDecimal(s)
-	if !ok {
-		return 0, 0, false
-	}
-	if !resumed {
-		return n, 0, true
-	}
-	kk, ok := parseDecimal(k)
-	if !ok || kk > 1<<32-1 {
-		return 0, 0, false
-	}
-	return n, int(kk), true
-}
-
-func parseDecimal(s string) (uint64, bool) {
-	if s == "" || (len(s) > 1 && s[0] == '0') || s[0] == '+' {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
-}
 
 // sampleAttr fills the attributes of sample i.
 func (f *FS) sampleAttr(i uint32, a *fuse.Attr) {

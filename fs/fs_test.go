@@ -25,20 +25,22 @@ import (
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/view"
 	"github.com/google/uuid"
 )
 
 // fixture is a dataset in the in-memory store, its index and its blobs by name.
 type fixture struct {
-	st    *store.Memory
+	st    *memstore.Store
 	ix    *splits.Index
 	blobs map[string][]byte // "<class>/<file>" → content
 }
 
-func newFixture(t testing.TB, n int, classes []string, opts store.MemoryOptions) *fixture {
+func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st := store.NewMemory("test", opts)
+	st := memstore.New("test", opts)
 	st.SetLabels(ctx, classes)
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
@@ -94,17 +96,15 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.splits == nil {
 		o.splits = []*splits.Split{splits.All(f.ix)}
 	}
-	server, err := cfs.Mount(dir, cfs.New(cfs.Config{
-		Index:      f.ix,
-		Splits:     o.splits,
-		Shard:      o.shard,
-		Seed:       o.seed,
-		Blobs:      cache.Get,
-		Prefetcher: o.prefetcher,
-		Arrival:    o.arrival,
-		Cached:     cache.Has,
-		Logger:     logger,
-	}), cfs.MountOptions{FsName: "cassfs:test"})
+	mode := view.Strict
+	if o.arrival {
+		mode = view.Arrival
+	}
+	vc := view.Config{Index: f.ix, Splits: o.splits, Shard: o.shard, Seed: o.seed, Mode: mode, Arrived: cache.Has}
+	if o.prefetcher != nil {
+		vc.Progress = o.prefetcher
+	}
+	server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger}), cfs.MountOptions{FsName: "cassfs:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func readNames(t *testing.T, dir string) ([]string, []os.DirEntry) {
 var classes = []string{"cat", "dog", "zebra"}
 
 func TestTreeShape(t *testing.T) {
-	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	f := newFixture(t, 120, classes, memstore.Options{})
 	mnt := f.mount(t, mountOpts{})
 
 	if names, _ := readNames(t, mnt); !slices.Equal(names, []string{"all", "by-uuid"}) {
@@ -264,7 +264,7 @@ func viewOrder(t *testing.T, root string, start, width int) []string {
 }
 
 func TestEpochOrderIsTheDocumentedPermutation(t *testing.T) {
-	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	f := newFixture(t, 120, classes, memstore.Options{})
 	mnt := f.mount(t, mountOpts{seed: 5})
 	for epoch := range 3 {
 		got := epochOrder(t, mnt, epoch)
@@ -295,7 +295,7 @@ func TestEpochOrderIsTheDocumentedPermutation(t *testing.T) {
 }
 
 func TestContentSizesAndInodes(t *testing.T) {
-	f := newFixture(t, 90, classes, store.MemoryOptions{})
+	f := newFixture(t, 90, classes, memstore.Options{})
 	mnt := f.mount(t, mountOpts{})
 	inodes := map[string]uint64{}
 	for _, epoch := range []string{"epoch-0", "epoch-7"} {
@@ -351,7 +351,7 @@ func TestMmapPrivate(t *testing.T) {
 	if os.Getenv("CASSFS_MMAP_CHILD") != "" {
 		return // the child's work is done by mmapChild from init
 	}
-	f := newFixture(t, 10, classes, store.MemoryOptions{})
+	f := newFixture(t, 10, classes, memstore.Options{})
 	mnt := f.mount(t, mountOpts{})
 	dir := filepath.Join(mnt, "all", "epoch-0", "cat")
 	names, _ := readNames(t, dir)
@@ -408,7 +408,7 @@ func init() {
 }
 
 func TestReadOnly(t *testing.T) {
-	f := newFixture(t, 10, classes, store.MemoryOptions{})
+	f := newFixture(t, 10, classes, memstore.Options{})
 	mnt := f.mount(t, mountOpts{})
 	dir := filepath.Join(mnt, "all", "epoch-0", "cat")
 	names, _ := readNames(t, dir)
@@ -428,7 +428,7 @@ func TestReadOnly(t *testing.T) {
 }
 
 func TestConcurrentReadsFetchOnce(t *testing.T) {
-	f := newFixture(t, 30, classes, store.MemoryOptions{Latency: func(uuid.UUID) time.Duration { return 20 * time.Millisecond }})
+	f := newFixture(t, 30, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return 20 * time.Millisecond }})
 	mnt := f.mount(t, mountOpts{})
 	dir := filepath.Join(mnt, "all", "epoch-0", "dog")
 	names, _ := readNames(t, dir)
@@ -471,7 +471,7 @@ func (s *syncBuffer) String() string {
 func TestFailuresAreEIOLoggedOnce(t *testing.T) {
 	down := errors.New("database down")
 	var failing sync.Map
-	f := newFixture(t, 30, classes, store.MemoryOptions{FailGet: func(id uuid.UUID) error {
+	f := newFixture(t, 30, classes, memstore.Options{FailGet: func(id uuid.UUID) error {
 		if _, ok := failing.Load(id); ok {
 			return down
 		}
@@ -512,7 +512,7 @@ func TestFailuresAreEIOLoggedOnce(t *testing.T) {
 }
 
 func TestCorruptBlobIsEIO(t *testing.T) {
-	f := newFixture(t, 12, classes, store.MemoryOptions{})
+	f := newFixture(t, 12, classes, memstore.Options{})
 	// Rewrite one blob behind the index's back: same size, other bytes.
 	name := "cat/img 0000.png"
 	i, _ := f.ix.Find(store.SampleID("test", name))
@@ -530,31 +530,11 @@ func TestCorruptBlobIsEIO(t *testing.T) {
 	}
 }
 
-func TestClassNames(t *testing.T) {
-	for _, tc := range []struct{ in, want []string }{
-		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}},
-		{[]string{"b", "a"}, []string{"0_b", "1_a"}},
-		{[]string{"x", ".hidden", "y"}, []string{"0_x", "1_class", "2_y"}},
-		{make([]string, 11), nil},
-	} {
-		got := cfs.ClassNames(tc.in)
-		if tc.want == nil {
-			if got[0] != "00_class" || got[10] != "10_class" {
-				t.Errorf("ClassNames(11 empty) = %q", got)
-			}
-			continue
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("ClassNames(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestPrefetchFollowsLookups: a reader walking file_list.txt in order never waits for a fetch
 // it started itself: each lookup has the prefetcher fetch that sample and the ones after it,
 // so every READ finds its blob cached or in flight.
 func TestPrefetchFollowsLookups(t *testing.T) {
-	f := newFixture(t, 200, classes, store.MemoryOptions{Latency: func(uuid.UUID) time.Duration { return 2 * time.Millisecond }})
+	f := newFixture(t, 200, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return 2 * time.Millisecond }})
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30})
 	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 8})
 	defer p.Close()
@@ -594,7 +574,7 @@ func TestPrefetchFollowsLookups(t *testing.T) {
 // names than their own positions.
 func TestArrivalBinding(t *testing.T) {
 	straggler := func(id uuid.UUID) bool { return id[0] < 24 } // ~10% of samples
-	f := newFixture(t, 300, classes, store.MemoryOptions{Latency: func(id uuid.UUID) time.Duration {
+	f := newFixture(t, 300, classes, memstore.Options{Latency: func(id uuid.UUID) time.Duration {
 		if straggler(id) {
 			return 300 * time.Millisecond
 		}
@@ -702,7 +682,7 @@ func (f *fixture) names(order []uint32) []string {
 }
 
 func TestShardedMountsPartitionEachEpoch(t *testing.T) {
-	f := newFixture(t, 103, classes, store.MemoryOptions{})
+	f := newFixture(t, 103, classes, memstore.Options{})
 	for _, pad := range []bool{false, true} {
 		const ranks = 4
 		for epoch := range 2 {
@@ -741,7 +721,7 @@ func TestShardedMountsPartitionEachEpoch(t *testing.T) {
 }
 
 func TestResumedEpochView(t *testing.T) {
-	f := newFixture(t, 120, classes, store.MemoryOptions{})
+	f := newFixture(t, 120, classes, memstore.Options{})
 	for _, arrival := range []bool{false, true} {
 		mnt := f.mount(t, mountOpts{seed: 5, arrival: arrival})
 		full := viewOrder(t, filepath.Join(mnt, "all", "epoch-2"), 0, 3)
@@ -791,7 +771,7 @@ func TestResumedEpochView(t *testing.T) {
 }
 
 func TestResumedShard(t *testing.T) {
-	f := newFixture(t, 50, classes, store.MemoryOptions{})
+	f := newFixture(t, 50, classes, memstore.Options{})
 	sh := splits.Shard{Rank: 1, Count: 3}
 	mnt := f.mount(t, mountOpts{seed: 1, shard: sh})
 	full := viewOrder(t, filepath.Join(mnt, "all", "epoch-0"), 0, 2)

@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -60,7 +61,7 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	}
 	// Arrival binding happens at LOOKUP; READDIRPLUS would look up (bind) every listed
 	// name, so listings must be plain READDIR.
-	opts.DisableReadDirPlus = f.cfg.Arrival
+	opts.DisableReadDirPlus = f.views.Mode() == view.Arrival
 	server, err := gofs.Mount(dir, f.Root(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)

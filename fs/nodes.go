@@ -2,22 +2,14 @@ package fs
 
 import (
 	"context"
-	"path"
 	"slices"
-	"strconv"
 	"syscall"
 
 	"github.com/cassfs/cassfs/splits"
-	"github.com/google/uuid"
+	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
-
-// FileListName is the DALI file_list in every epoch directory.
-const FileListName = "file_list.txt"
-
-// ByUUIDName is the directory of every sample by id.
-const ByUUIDName = "by-uuid"
 
 // dirNode is what every directory shares: attributes, and listing through a handle that the
 // kernel may cache (FOPEN_CACHE_DIR), with stable offsets so seekdir works at any size.
@@ -95,24 +87,23 @@ var (
 
 func (r *rootDir) names() []string {
 	var names []string
-	for _, s := range r.fs.cfg.Splits {
+	for _, s := range r.fs.views.Splits() {
 		names = append(names, s.Name)
 	}
-	names = append(names, ByUUIDName)
+	names = append(names, view.ByUUIDName)
 	slices.Sort(names)
 	return names
 }
 
 func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name == ByUUIDName {
+	if name == view.ByUUIDName {
 		return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &byUUIDDir{dirNode: dirNode{fs: r.fs}} }), 0
 	}
-	for _, s := range r.fs.cfg.Splits {
-		if s.Name == name {
-			return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &splitDir{dirNode: dirNode{fs: r.fs}, split: s} }), 0
-		}
+	s, ok := r.fs.views.Split(name)
+	if !ok {
+		return nil, syscall.ENOENT
 	}
-	return nil, syscall.ENOENT
+	return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &splitDir{dirNode: dirNode{fs: r.fs}, split: s} }), 0
 }
 
 func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -142,29 +133,23 @@ var (
 )
 
 func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	n, start, ok := parseEpoch(name)
+	key, ok := d.fs.views.EpochKey(d.split.Name, name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	if start > 0 && start > d.fs.cfg.Shard.Len(len(d.split.Members)) {
-		return nil, syscall.ENOENT // past the end of the epoch (at the end is an empty view)
-	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &epochDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: n, start: start}
+		return &epochDir{dirNode: dirNode{fs: d.fs}, key: key}
 	}), 0
 }
 
 func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry { return dirEntry("epoch-" + strconv.Itoa(k)) })
+	return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry { return dirEntry(view.EpochName(uint64(k))) })
 }
 
-// epochDir holds one directory per class and file_list.txt, of epoch n from position
-// start on.
+// epochDir holds one directory per class and file_list.txt, of one epoch view.
 type epochDir struct {
 	dirNode
-	split *splits.Split
-	n     uint64
-	start int
+	key view.Key
 }
 
 var (
@@ -174,8 +159,8 @@ var (
 )
 
 func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name == FileListName {
-		fl := &fileList{fs: d.fs, split: d.split, n: d.n, start: d.start}
+	if name == view.FileListName {
+		fl := &fileList{fs: d.fs, key: d.key}
 		fl.attr(&out.Attr)
 		if ch := d.GetChild(name); ch != nil {
 			out.Ino = ch.StableAttr().Ino
@@ -185,24 +170,23 @@ func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		out.Ino = ch.StableAttr().Ino
 		return ch, 0
 	}
-	label := slices.Index(d.fs.classNames, name)
-	if label < 0 {
+	label, ok := d.fs.views.Class(name)
+	if !ok {
 		return nil, syscall.ENOENT
 	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &classDir{dirNode: dirNode{fs: d.fs}, split: d.split, n: d.n, start: d.start, label: label}
+		return &classDir{dirNode: dirNode{fs: d.fs}, key: d.key, label: label}
 	}), 0
 }
 
 func (d *epochDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	classes := d.fs.classNames
 	// Class names sort before or after "file_list.txt"; readers sort for themselves, but a
 	// sorted listing is what people expect from ls -f.
-	names := append(slices.Clone(classes), FileListName)
+	names := append(slices.Clone(d.fs.views.ClassNames()), view.FileListName)
 	slices.Sort(names)
 	return openListing(len(names), func(k int) fuse.DirEntry {
-		if names[k] == FileListName {
-			return fuse.DirEntry{Name: FileListName, Mode: syscall.S_IFREG}
+		if names[k] == view.FileListName {
+			return fuse.DirEntry{Name: view.FileListName, Mode: syscall.S_IFREG}
 		}
 		return dirEntry(names[k])
 	})
@@ -211,9 +195,7 @@ func (d *epochDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 // classDir lists one class's samples of an epoch view in epoch order.
 type classDir struct {
 	dirNode
-	split *splits.Split
-	n     uint64
-	start int
+	key   view.Key
 	label int
 }
 
@@ -224,29 +206,19 @@ var (
 )
 
 func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	v := d.fs.view(d.split, d.n, d.start)
-	pos, ok := parsePos(name, v.width)
-	if !ok || int(pos) < v.Start || int(pos) >= v.Len {
+	i, ok := d.fs.views.Lookup(d.fs.views.Epoch(d.key), d.label, name)
+	if !ok {
 		return nil, syscall.ENOENT
-	}
-	k := pos - uint32(v.Start)
-	i := v.Order[k]
-	if d.fs.ix.Label(i) != d.label || name[v.width+1:] != d.fs.ix.Name(i) {
-		return nil, syscall.ENOENT
-	}
-	d.fs.accessed(d.split, d.n, d.start)
-	if d.fs.cfg.Arrival {
-		i = d.fs.bindArrival(v, k, d.label)
 	}
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 
 func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	v := d.fs.view(d.split, d.n, d.start)
-	members := v.ByClass[d.label]
+	e := d.fs.views.Epoch(d.key)
+	members := e.ByClass[d.label]
 	return openListing(len(members), func(j int) fuse.DirEntry {
 		k := members[j]
-		return fuse.DirEntry{Name: d.fs.entryName(v, k), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(v.Order[k])}
+		return fuse.DirEntry{Name: e.EntryName(k), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(e.Order[k])}
 	})
 }
 
@@ -261,20 +233,9 @@ var (
 	_ gofs.NodeGetattrer      = (*byUUIDDir)(nil)
 )
 
-func (f *FS) uuidName(i uint32) string {
-	return f.ix.ID(i).String() + path.Ext(f.ix.Name(i))
-}
-
 func (d *byUUIDDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if len(name) < 36 {
-		return nil, syscall.ENOENT
-	}
-	id, err := uuid.Parse(name[:36])
-	if err != nil {
-		return nil, syscall.ENOENT
-	}
-	i, ok := d.fs.ix.Find(id)
-	if !ok || d.fs.uuidName(i) != name {
+	i, ok := d.fs.views.FindUUIDName(name)
+	if !ok {
 		return nil, syscall.ENOENT
 	}
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
@@ -282,7 +243,7 @@ func (d *byUUIDDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 
 func (d *byUUIDDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	return openListing(d.fs.ix.Len(), func(k int) fuse.DirEntry {
-		return fuse.DirEntry{Name: d.fs.uuidName(uint32(k)), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(k)}
+		return fuse.DirEntry{Name: d.fs.views.UUIDName(uint32(k)), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(k)}
 	})
 }
 
@@ -337,14 +298,11 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	return fuse.ReadResultData(data[off:end]), 0
 }
 
-// fileList is an epoch's DALI file_list: "<class>/<entry name> <label>\n" per sample in
-// epoch order, generated on demand from the epoch's order.
+// fileList is an epoch view's DALI file_list, generated on demand by the view.
 type fileList struct {
 	gofs.Inode
-	fs    *FS
-	split *splits.Split
-	n     uint64
-	start int
+	fs  *FS
+	key view.Key
 }
 
 var (
@@ -353,25 +311,8 @@ var (
 	_ gofs.NodeReader    = (*fileList)(nil)
 )
 
-// lineLen is the length of sample i's line, which does not depend on its position.
-func (f *FS) lineLen(v *epochView, i uint32) int {
-	label := f.ix.Label(i)
-	return len(f.classNames[label]) + 1 + v.width + 1 + f.ix.NameLen(i) + 1 + len(strconv.Itoa(label)) + 1
-}
-
-func (fl *fileList) size(v *epochView) int64 {
-	v.listOnce.Do(func() {
-		var n int64
-		for _, i := range v.Order {
-			n += int64(fl.fs.lineLen(v, i))
-		}
-		v.listSize = n
-	})
-	return v.listSize
-}
-
 func (fl *fileList) attr(a *fuse.Attr) {
-	size := uint64(fl.size(fl.fs.view(fl.split, fl.n, fl.start)))
+	size := uint64(fl.fs.views.Epoch(fl.key).FileListSize())
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Size = size
 	a.Blocks = (size + 511) / 512
@@ -391,37 +332,5 @@ func (fl *fileList) Open(ctx context.Context, flags uint32) (gofs.FileHandle, ui
 }
 
 func (fl *fileList) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	v := fl.fs.view(fl.split, fl.n, fl.start)
-	v.lineOnce.Do(func() {
-		v.lineEnd = make([]uint64, len(v.Order))
-		var end uint64
-		for k, i := range v.Order {
-			end += uint64(fl.fs.lineLen(v, i))
-			v.lineEnd[k] = end
-		}
-	})
-	if off < 0 || len(v.lineEnd) == 0 || uint64(off) >= v.lineEnd[len(v.lineEnd)-1] {
-		return fuse.ReadResultData(nil), 0
-	}
-	// The first line that ends after off.
-	k, _ := slices.BinarySearch(v.lineEnd, uint64(off)+1)
-	start := uint64(0)
-	if k > 0 {
-		start = v.lineEnd[k-1]
-	}
-	buf := make([]byte, 0, len(dest)+256)
-	for ; k < len(v.Order) && uint64(len(buf)) < uint64(off)-start+uint64(len(dest)); k++ {
-		pos := uint32(k)
-		i := v.Order[pos]
-		label := fl.fs.ix.Label(i)
-		buf = append(buf, fl.fs.classNames[label]...)
-		buf = append(buf, '/')
-		buf = append(buf, fl.fs.entryName(v, pos)...)
-		buf = append(buf, ' ')
-		buf = strconv.AppendInt(buf, int64(label), 10)
-		buf = append(buf, '\n')
-	}
-	lo := uint64(off) - start
-	hi := min(lo+uint64(len(dest)), uint64(len(buf)))
-	return fuse.ReadResultData(buf[lo:hi]), 0
+	return fuse.ReadResultData(fl.fs.views.Epoch(fl.key).ReadFileList(off, len(dest))), 0
 }

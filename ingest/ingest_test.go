@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
@@ -48,7 +49,7 @@ func scan(t *testing.T, st store.Store) map[string]store.Sample {
 
 func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 	root := writeTree(t, map[string]string{"b/1.jpg": "1", "B/2.jpg": "2", "a/3.png": "3", "empty/x.gif": "4"})
-	st := store.NewMemory("ds", store.MemoryOptions{})
+	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +77,7 @@ func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
 	csvPath := filepath.Join(t.TempDir(), "m.csv")
 	os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644)
-	st := store.NewMemory("ds", store.MemoryOptions{})
+	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, CSV: csvPath, Workers: 3})
 	if err != nil || rep.Written != 3 {
 		t.Fatalf("first run: %+v, %v", rep, err)
@@ -114,7 +115,7 @@ func TestCSVErrorsWriteNothing(t *testing.T) {
 }
 
 func TestChangedClassesAreRefused(t *testing.T) {
-	st := store.NewMemory("ds", store.MemoryOptions{})
+	st := memstore.New("ds", memstore.Options{})
 	if _, err := run(t, st, Options{Root: writeTree(t, map[string]string{"a/1.jpg": "1"})}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestDatabaseFailureStops(t *testing.T) {
 		files["a/"+strings.Repeat("x", i+1)+".jpg"] = "data"
 	}
 	root := writeTree(t, files)
-	st := &failingStore{Memory: store.NewMemory("ds", store.MemoryOptions{}), failAfter: 10}
+	st := &failingStore{Store: memstore.New("ds", memstore.Options{}), failAfter: 10}
 	rep, err := run(t, st, Options{Root: root, Workers: 4})
 	if err == nil || !strings.Contains(err.Error(), "run the same ingest again to resume") || !errors.Is(err, errDown) {
 		t.Fatalf("error = %v, want the database error and a resume hint", err)
@@ -161,7 +162,7 @@ var errDown = errors.New("database down")
 
 // failingStore fails every Put after the first failAfter.
 type failingStore struct {
-	*store.Memory
+	*memstore.Store
 	mu        sync.Mutex
 	failAfter int // guarded by mu
 	n         int // guarded by mu
@@ -175,13 +176,13 @@ func (f *failingStore) Put(ctx context.Context, s store.Sample, data []byte) err
 	if fail {
 		return errDown
 	}
-	return f.Memory.Put(ctx, s, data)
+	return f.Store.Put(ctx, s, data)
 }
 
 func TestUnreadableFileIsSkipped(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/ok.jpg": "1"})
 	os.Symlink("/nonexistent/x", filepath.Join(root, "a", "dangling.jpg"))
-	st := store.NewMemory("ds", store.MemoryOptions{})
+	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root})
 	if err != nil {
 		t.Fatal(err)

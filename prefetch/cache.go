@@ -1,35 +1,3 @@
-// Package prefetch gets blobs to readers before they ask: a byte-bounded cache that fetches
-// each sample once however many readers want it, and a prefetcher that walks each epoch's
-// known order ahead of the readers. It knows nothing of FUSE or CQL: it is driven by a
-// fetch function over canonical sample indices.
-//
-// # Cache
-//
-// Cache.Get returns a sample's bytes from memory or fetches them. Concurrent Gets of a
-// sample share one fetch (the kernel splits a file into several READs, and several readers
-// may open the same file), and a Get of a sample being prefetched joins that fetch. The
-// fetch runs detached from the first caller's context, so a reader that gives up does not
-// fail the others; it is bounded by the fetch function's own deadline.
-//
-// Memory is bounded in bytes. Blobs are either fresh (prefetched, not yet read) or used
-// (read at least once). When a new blob would exceed the bound, used blobs go first, least
-// recently used first: a sample read in this epoch is not needed again until the next, while
-// a fresh one is about to be. A prefetched blob that finds only fresh blobs to evict is
-// dropped instead (the ones already there are needed sooner); a demand-read blob evicts the
-// oldest fresh ones. Prefetching reserves room for what it has in flight (the caller knows
-// each blob's size from the index), so arrivals find their room. A blob larger than the bound is
-// served but not kept.
-//
-// Returned slices are shared and must not be modified.
-//
-// # Errors
-//
-// A failed fetch is returned to every waiter as a *FetchError naming the sample. When a
-// reader waited for it, the failure is remembered for CacheOptions.FailureMemory (default
-// 1 s): the kernel retries a failed readahead at once with a read of its own, which then
-// fails at once instead of waiting for a second deadline, so a reader waits at most one
-// deadline. After that the next Get tries again. A failed prefetch nobody waited for is
-// forgotten at once, so a node lost for a moment costs readers nothing.
 package prefetch
 
 import (
@@ -72,9 +40,7 @@ type Cache struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	// Lock order: Cache.mu may be taken while holding a prefetcher's stream lock, never the
-	// other way round (arrival callbacks run after mu is released).
-	mu         sync.Mutex
+	mu         sync.Mutex                     // see the package doc's lock order
 	fresh      *simplelru.LRU[uint32, []byte] // guarded by mu; prefetched, not yet read
 	used       *simplelru.LRU[uint32, []byte] // guarded by mu; read at least once
 	bytes      int64                          // guarded by mu; sum of cached blob lengths
@@ -82,9 +48,9 @@ type Cache struct {
 	inflight   map[uint32]*call               // guarded by mu
 	failed     map[uint32]failure             // guarded by mu; recent failures
 	failFor    time.Duration
-	prefetches int                     // guarded by mu; fetches in flight started by Prefetch
-	reserved   int64                   // guarded by mu; expected bytes of prefetches in flight
-	onArrive   func(i uint32, ok bool) // set once before use; called after each prefetch ends
+	prefetches int             // guarded by mu; fetches in flight started by Prefetch
+	reserved   int64           // guarded by mu; expected bytes of prefetches in flight
+	onArrive   func(owner any) // set once before use; called, without mu, after each prefetch ends
 
 	stats cacheCounters
 }
@@ -99,6 +65,7 @@ type call struct {
 	data     []byte
 	err      *FetchError
 	demanded bool // guarded by Cache.mu; a reader waits for it, so it arrives consumed
+	owner    any  // who asked for the prefetch (Prefetch's owner), told when it ends
 }
 
 type cacheCounters struct {
@@ -174,7 +141,7 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 			c.mu.Unlock()
 			return nil, fmt.Errorf("cache closed: %w", err)
 		}
-		cl = c.startLocked(i, -1)
+		cl = c.startLocked(i, -1, nil)
 		cl.demanded = true
 	}
 	c.mu.Unlock()
@@ -198,8 +165,8 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 // in flight. It never blocks. It reports false, starting nothing, when maxInFlight
 // prefetches are already in flight or when fresh blobs and those in flight would fill the
 // cache to less than keepFree bytes short of its bound (the prefetcher then waits for
-// readers to catch up).
-func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64) bool {
+// readers to catch up). owner is handed to the arrival callback when the fetch ends.
+func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, owner any) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fresh.Contains(i) || c.inflight[i] != nil {
@@ -217,15 +184,15 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64) 
 		return false
 	}
 	c.reserved += size
-	c.startLocked(i, size)
+	c.startLocked(i, size, owner)
 	c.stats.prefetched.Add(1)
 	return true
 }
 
 // startLocked starts a fetch; reserved is the size a prefetch reserved, or -1 for a demand
-// read.
-func (c *Cache) startLocked(i uint32, reserved int64) *call {
-	cl := &call{done: make(chan struct{})}
+// read, and owner the prefetch's owner.
+func (c *Cache) startLocked(i uint32, reserved int64, owner any) *call {
+	cl := &call{done: make(chan struct{}), owner: owner}
 	c.inflight[i] = cl
 	if reserved >= 0 {
 		c.prefetches++
@@ -266,7 +233,7 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	c.mu.Unlock()
 	close(cl.done)
 	if prefetch && onArrive != nil {
-		onArrive(i, err == nil)
+		onArrive(cl.owner)
 	}
 }
 

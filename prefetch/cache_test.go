@@ -221,7 +221,7 @@ func TestFailedPrefetchIsForgotten(t *testing.T) {
 		return blobOf(i, 4), nil
 	}, CacheOptions{MaxBytes: 1 << 10})
 	defer c.Close()
-	if !c.Prefetch(5, 4, 8, 0) {
+	if !c.Prefetch(5, 4, 8, 0, nil) {
 		t.Fatal("Prefetch refused")
 	}
 	for c.Stats().FetchErrors == 0 {

@@ -2,30 +2,8 @@ package prefetch
 
 import (
 	"sync"
+	"sync/atomic"
 )
-
-// # Prefetcher
-//
-// Each split a reader walks is a stream through its epochs, whose order is known in advance.
-// The filesystem reports every access (a lookup of a sample of epoch N); the readers'
-// progress is the number of samples accessed in the epoch, and the prefetcher keeps the
-// samples from that position of the epoch's order up to a window ahead in flight or cached,
-// continuing into epoch N+1 before N ends. Blobs enter the cache as they arrive, in any
-// order, so one slow fetch never holds up the others.
-//
-// Progress is counted, not taken from the positions looked up: readers in file_list order
-// advance it exactly as their positions do, and readers that shuffle on their own
-// (torchvision's DataLoader) advance it as fast as they consume. Under arrival binding
-// their names are then bound to the samples fetched ahead; under strict order they profit
-// only where their random picks fall into the window.
-//
-// The window starts small and grows by one for every GrowEvery samples consumed (the 2025
-// paper's "one extra batch for every four consumed": at most 25% above the steady rate), so
-// a new reader does not burst hundreds of requests onto the link at once. It stops growing
-// at MaxWindow, and issuing pauses while prefetched-but-unread blobs fill the cache up to
-// KeepFree bytes short of its bound: the window shrinks to what memory holds, and resumes as
-// readers consume. Prefetches in flight are capped at MaxInFlight, below the store's own
-// bound, so demand reads of samples not yet fetched always find room and jump the queue.
 
 // Options configure a Prefetcher.
 type Options struct {
@@ -58,75 +36,105 @@ func (o *Options) defaults(cacheBytes int64) {
 	}
 }
 
-// Order returns the canonical sample index of each position of an epoch of a stream.
-type Order func(epoch uint64) []uint32
+// Stream is a sequence of epochs whose orders are known in advance: a split as readers walk
+// it. Order returns the canonical sample index of each position of an epoch; it is called
+// with no lock of this package held and may take its time (it computes a permutation).
+// Streams are told apart by identity (==): report every access of one stream with the same
+// value.
+type Stream interface {
+	Name() string
+	Order(epoch uint64) []uint32
+}
 
 // Prefetcher walks streams ahead of their readers into a Cache. It is safe for concurrent
-// use. Lock order: Prefetcher.mu before Cache.mu.
+// use; its locks are described in the package doc.
 type Prefetcher struct {
-	cache *Cache
-	opts  Options
+	cache   *Cache
+	opts    Options
+	closed  atomic.Bool
+	blocked atomic.Int32 // streams the cache turned away for lack of room
 
 	mu      sync.Mutex
-	streams map[string]*stream // guarded by mu
-	closed  bool               // guarded by mu
+	streams map[Stream]*stream // guarded by mu
 }
 
 type stream struct {
-	order    Order
-	epoch    uint64   // the newest epoch accessed
-	cur      []uint32 // order of epoch
-	next     []uint32 // order of epoch+1, once the window reaches it
-	accessed int      // accesses in epoch
-	head     int      // readers' progress: position accessed-1 of epoch's order
-	consumed int64    // accesses so far
-	window   int
-	// next is the next position to issue: epoch+nextEpoch, position nextPos.
+	src Stream
+
+	mu       sync.Mutex
+	epoch    uint64   // guarded by mu; the newest epoch accessed
+	cur      []uint32 // guarded by mu; order of epoch
+	next     []uint32 // guarded by mu; order of epoch+1, once the window reaches it
+	accessed int      // guarded by mu; accesses in epoch
+	head     int      // guarded by mu; readers' progress: position accessed-1 of epoch's order
+	consumed int64    // guarded by mu; accesses so far
+	window   int      // guarded by mu
+	// The next position to issue is epoch+nextEpoch, position nextPos; guarded by mu.
 	nextEpoch int // 0 or 1: the prefetcher runs at most one epoch ahead
 	nextPos   int
-	issued    int64
+	issued    int64 // guarded by mu
+	blocked   bool  // guarded by mu; the cache refused the last prefetch (counted in Prefetcher.blocked)
 }
 
 // NewPrefetcher returns a prefetcher filling cache. It takes over the cache's arrival
 // notifications; use one prefetcher per cache.
 func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 	opts.defaults(cache.MaxBytes())
-	p := &Prefetcher{cache: cache, opts: opts, streams: map[string]*stream{}}
+	p := &Prefetcher{cache: cache, opts: opts, streams: map[Stream]*stream{}}
 	cache.mu.Lock()
 	cache.onArrive = p.arrived
 	cache.mu.Unlock()
 	return p
 }
 
-// Access reports that a reader looked up a sample of epoch of the stream name, whose epochs
-// are ordered by order, and issues what the window now allows.
-func (p *Prefetcher) Access(name string, order Order, epoch uint64) {
+// stream returns src's state, made at epoch if it is new.
+func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
+	p.mu.Lock()
+	s := p.streams[src]
+	p.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	cur := src.Order(epoch) // outside every lock
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if s = p.streams[src]; s == nil {
+		s = &stream{src: src, epoch: epoch, cur: cur, window: p.opts.InitialWindow}
+		p.streams[src] = s
+	}
+	return s
+}
+
+// Access reports that a reader looked up a sample of epoch of src, and issues what the
+// window now allows.
+func (p *Prefetcher) Access(src Stream, epoch uint64) {
+	if p.closed.Load() {
 		return
 	}
-	s := p.streams[name]
-	if s == nil {
-		s = &stream{order: order, epoch: epoch, cur: order(epoch), window: p.opts.InitialWindow}
-		p.streams[name] = s
-	}
-	switch {
-	case epoch < s.epoch:
-		return // a straggler in an older epoch: the stream has moved on
-	case epoch > s.epoch:
+	s := p.stream(src, epoch)
+	var order []uint32 // epoch's order, when the stream moves on to it
+	s.mu.Lock()
+	for epoch > s.epoch {
+		if epoch == s.epoch+1 && s.next != nil {
+			order = s.next
+		}
+		if order == nil {
+			s.mu.Unlock()
+			order = src.Order(epoch) // outside every lock
+			s.mu.Lock()
+			continue // the stream may have moved meanwhile
+		}
 		// Readers moved on to a later epoch: what was issued for it is kept.
 		if epoch == s.epoch+1 && s.nextEpoch == 1 {
 			s.nextEpoch = 0
 		} else {
 			s.nextEpoch, s.nextPos = 0, 0
 		}
-		if epoch == s.epoch+1 && s.next != nil {
-			s.cur = s.next
-		} else {
-			s.cur = order(epoch)
-		}
-		s.epoch, s.next, s.accessed = epoch, nil, 0
+		s.cur, s.epoch, s.next, s.accessed = order, epoch, nil, 0
+	}
+	if epoch < s.epoch {
+		s.mu.Unlock()
+		return // a straggler in an older epoch: the stream has moved on
 	}
 	s.accessed++
 	s.head = min(s.accessed, len(s.cur)) - 1
@@ -134,54 +142,103 @@ func (p *Prefetcher) Access(name string, order Order, epoch uint64) {
 	if s.consumed%int64(p.opts.GrowEvery) == 0 && s.window < p.opts.MaxWindow {
 		s.window++
 	}
-	p.pumpLocked(s)
+	needNext := p.pumpLocked(s)
+	s.mu.Unlock()
+	p.pump(s, needNext)
+}
+
+// pump goes on issuing after pumpLocked asked for the next epoch's order, which it fetches
+// from the stream with no lock held.
+func (p *Prefetcher) pump(s *stream, needNext bool) {
+	for needNext {
+		s.mu.Lock()
+		e := s.epoch + 1
+		s.mu.Unlock()
+		order := s.src.Order(e)
+		s.mu.Lock()
+		if s.epoch+1 == e && s.next == nil {
+			s.next = order
+		}
+		needNext = p.pumpLocked(s)
+		s.mu.Unlock()
+	}
 }
 
 // pumpLocked issues positions up to the window; it stops early when the cache refuses more.
-func (p *Prefetcher) pumpLocked(s *stream) {
-	for {
+// It reports true when it needs the next epoch's order to go on (see pump).
+func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
+	for !p.closed.Load() {
 		n := len(s.cur)
 		if s.nextEpoch == 0 && s.nextPos >= n {
 			// The current epoch is all issued (also when the readers arrive in an epoch
 			// the prefetcher had issued to the end): go on with the next.
 			s.nextEpoch, s.nextPos = 1, 0
 		}
-		if s.nextEpoch == 1 {
-			if s.next == nil {
-				s.next = s.order(s.epoch + 1)
-			}
-			if s.nextPos >= len(s.next) {
-				return // at most one epoch ahead
-			}
-		}
 		ahead := s.nextEpoch*n + s.nextPos // positions from the start of s.epoch
 		if ahead > s.head+s.window {
-			return
+			return false
 		}
 		if s.nextPos < s.head && s.nextEpoch == 0 {
 			s.nextPos = s.head // behind the readers: nothing there is worth fetching any more
 			continue
 		}
-		i := s.cur
+		order := s.cur
 		if s.nextEpoch == 1 {
-			i = s.next
+			if s.next == nil {
+				return true
+			}
+			if s.nextPos >= len(s.next) {
+				return false // at most one epoch ahead
+			}
+			order = s.next
 		}
-		if !p.cache.Prefetch(i[s.nextPos], p.opts.Size(i[s.nextPos]), p.opts.MaxInFlight, p.opts.KeepFree) {
-			return // resumed by the next arrival or access
+		i := order[s.nextPos]
+		if !p.cache.Prefetch(i, p.opts.Size(i), p.opts.MaxInFlight, p.opts.KeepFree, s) {
+			if !s.blocked {
+				s.blocked = true
+				p.blocked.Add(1)
+			}
+			return false // resumed by the next arrival or access
+		}
+		if s.blocked {
+			s.blocked = false
+			p.blocked.Add(-1)
 		}
 		s.issued++
 		s.nextPos++
 	}
+	return false
 }
 
-func (p *Prefetcher) arrived(i uint32, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+// arrived is the cache's callback when a prefetch ends: the stream that issued it may issue
+// more, and so may the streams the cache turned away before.
+func (p *Prefetcher) arrived(owner any) {
+	if p.closed.Load() {
 		return
 	}
+	if s, ok := owner.(*stream); ok {
+		s.mu.Lock()
+		needNext := p.pumpLocked(s)
+		s.mu.Unlock()
+		p.pump(s, needNext)
+	}
+	if p.blocked.Load() == 0 {
+		return
+	}
+	p.mu.Lock()
+	all := make([]*stream, 0, len(p.streams))
 	for _, s := range p.streams {
-		p.pumpLocked(s)
+		all = append(all, s)
+	}
+	p.mu.Unlock()
+	for _, s := range all {
+		s.mu.Lock()
+		needNext := false
+		if s.blocked {
+			needNext = p.pumpLocked(s)
+		}
+		s.mu.Unlock()
+		p.pump(s, needNext)
 	}
 }
 
@@ -198,17 +255,19 @@ type StreamStats struct {
 // Stats returns every stream's state.
 func (p *Prefetcher) Stats() []StreamStats {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	all := make([]*stream, 0, len(p.streams))
+	for _, s := range p.streams {
+		all = append(all, s)
+	}
+	p.mu.Unlock()
 	var out []StreamStats
-	for name, s := range p.streams {
-		out = append(out, StreamStats{Name: name, Epoch: s.epoch, Head: s.head, Window: s.window, Issued: s.issued, Consumed: s.consumed})
+	for _, s := range all {
+		s.mu.Lock()
+		out = append(out, StreamStats{Name: s.src.Name(), Epoch: s.epoch, Head: s.head, Window: s.window, Issued: s.issued, Consumed: s.consumed})
+		s.mu.Unlock()
 	}
 	return out
 }
 
 // Close stops issuing prefetches; fetches in flight end with the cache's Close.
-func (p *Prefetcher) Close() {
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-}
+func (p *Prefetcher) Close() { p.closed.Store(true) }

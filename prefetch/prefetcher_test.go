@@ -58,15 +58,24 @@ func sizeOf(uint32) int64 { return testBlobSize }
 
 const testBlobSize = 1000
 
-// rotated is an epoch order: epoch e starts at sample e*7 and walks the n samples.
-func rotated(n int) Order {
-	return func(e uint64) []uint32 {
+// testStream is a Stream of the orders a function gives.
+type testStream struct {
+	name  string
+	order func(e uint64) []uint32
+}
+
+func (s *testStream) Name() string            { return s.name }
+func (s *testStream) Order(e uint64) []uint32 { return s.order(e) }
+
+// rotated is a stream whose epoch e starts at sample e*7 and walks the n samples.
+func rotated(n int) *testStream {
+	return &testStream{"all", func(e uint64) []uint32 {
 		o := make([]uint32, n)
 		for k := range o {
 			o[k] = uint32((int(e)*7 + k) % n)
 		}
 		return o
-	}
+	}}
 }
 
 func TestWindowGrowsWithConsumption(t *testing.T) {
@@ -77,8 +86,8 @@ func TestWindowGrowsWithConsumption(t *testing.T) {
 	defer p.Close()
 	order := rotated(1000)
 	for pos := range 100 {
-		p.Access("all", order, 0)
-		if _, err := c.Get(context.Background(), order(0)[pos]); err != nil {
+		p.Access(order, 0)
+		if _, err := c.Get(context.Background(), order.Order(0)[pos]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -108,7 +117,7 @@ func TestWindowIsCapped(t *testing.T) {
 	defer p.Close()
 	order := rotated(10_000)
 	for range 1000 {
-		p.Access("all", order, 0)
+		p.Access(order, 0)
 	}
 	settle(t, c)
 	if st := p.Stats()[0]; st.Window != 10 {
@@ -130,7 +139,7 @@ func TestContinuesIntoNextEpoch(t *testing.T) {
 	defer p.Close()
 	order := rotated(n)
 	for range 40 {
-		p.Access("all", order, 0)
+		p.Access(order, 0)
 	}
 	settle(t, c)
 	// Positions up to 59 are issued: all of epoch 0 and 10 of epoch 1 (already cached, as
@@ -140,8 +149,8 @@ func TestContinuesIntoNextEpoch(t *testing.T) {
 	}
 	for e := range uint64(3) {
 		for pos := range n {
-			p.Access("all", order, e)
-			if _, err := c.Get(context.Background(), order(e)[pos]); err != nil {
+			p.Access(order, e)
+			if _, err := c.Get(context.Background(), order.Order(e)[pos]); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -168,12 +177,12 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 	defer p.Close()
 	order := rotated(n)
 	for pos := range n {
-		p.Access("all", order, 0)
+		p.Access(order, 0)
 		s := c.Stats()
 		if s.Bytes > bound {
 			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
 		}
-		i := order(0)[pos]
+		i := order.Order(0)[pos]
 		data, err := c.Get(context.Background(), i)
 		if err != nil || data[0] != byte(i) {
 			t.Fatalf("position %d: wrong content or %v", pos, err)
@@ -214,7 +223,7 @@ func TestDemandJumpsTheQueue(t *testing.T) {
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 8})
 	defer p.Close()
-	p.Access("all", rotated(1000), 0)
+	p.Access(rotated(1000), 0)
 	if got := c.Stats().Prefetches; got != 8 {
 		t.Errorf("%d prefetches in flight, want the cap 8", got)
 	}
@@ -238,13 +247,13 @@ func TestPrefetcherCloseLeavesNoGoroutine(t *testing.T) {
 		return nil, ctx.Err()
 	}, CacheOptions{})
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 50})
-	p.Access("all", rotated(100), 0)
+	p.Access(rotated(100), 0)
 	if c.Stats().Prefetches == 0 {
 		t.Fatal("nothing prefetched")
 	}
 	p.Close()
 	c.Close()
-	p.Access("all", rotated(100), 0) // after Close: ignored, no panic
+	p.Access(rotated(100), 0) // after Close: ignored, no panic
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		runtime.Gosched()
@@ -286,8 +295,8 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 				if pos >= n {
 					return
 				}
-				p.Access("all", order, 0)
-				i := order(0)[pos]
+				p.Access(order, 0)
+				i := order.Order(0)[pos]
 				data, err := c.Get(context.Background(), i)
 				if err != nil || data[0] != byte(i) {
 					t.Errorf("position %d: wrong content or %v", pos, err)
@@ -314,7 +323,7 @@ func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 	for i := range uint32(5) {
 		c.Get(ctx, i) // used
 	}
-	if !c.Prefetch(2, testBlobSize, 100, 0) {
+	if !c.Prefetch(2, testBlobSize, 100, 0, nil) {
 		t.Fatal("Prefetch of a cached blob refused")
 	}
 	// Fill the cache with other demand reads: used blobs go, the re-prefetched one stays.
@@ -351,9 +360,10 @@ func TestEpochsShorterThanTheWindow(t *testing.T) {
 		}
 		return o
 	}
+	small := &testStream{"small", distinct}
 	for e := range uint64(4) {
 		for range n {
-			p.Access("small", distinct, e) // panicked before when epoch e+1 was issued to its end
+			p.Access(small, e) // panicked before when epoch e+1 was issued to its end
 		}
 		settle(t, c)
 		if got, want := f.total.Load(), int64((e+2)*n); got != want {
@@ -367,7 +377,7 @@ func TestEpochsShorterThanTheWindow(t *testing.T) {
 		}
 		return distinct(100 + e)
 	}
-	p.Access("small@7", resumed, 0)
+	p.Access(&testStream{"small@7", resumed}, 0)
 	settle(t, c)
 	if got := f.total.Load(); got != 5*n+3+n {
 		t.Errorf("resumed stream: %d fetches in all, want %d (its 3, then the next epoch's %d)", got, 5*n+3+n, n)

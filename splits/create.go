@@ -14,30 +14,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// # Creating splits
-//
-// Create makes named splits of a dataset from its metadata, after the 2021 paper (§4.1):
-//
-//  1. Samples are grouped by entity (Item.Group, e.g. the patient): a group never spans
-//     two splits, so no patient is both trained and validated on.
-//  2. Targets: every split s and class c gets asked[s][c] = total · ratio[s] · share[c],
-//     where share is the requested class balance (the original proportions, uniform, or
-//     given weights) and total the requested size, capped at what the balance allows
-//     (uniform balance cannot use more of a class than it has).
-//  3. Groups, in an order shuffled by the seed, then stably sorted so that those holding
-//     the largest share of some class come first, are dealt round-robin to the splits:
-//     each split in turn takes the next group that does not make it overflow its capacity
-//     (its ratio's share of every class's samples). Groups that fit nowhere go to a split
-//     they overflow least, chosen at random (weighted by how many of their samples each
-//     still has room for), and a split that got nothing takes the smallest group left.
-//  4. Samples are drawn from each split's groups round-robin (one from each group in turn,
-//     for diversity) until the targets are met. If a split's groups hold too few samples of
-//     some class, all its classes are scaled down together, so that its balance holds and
-//     its size falls short instead; Report says so. With the original balance and no cap,
-//     every sample of every group is used.
-//
-// The result depends only on the items and the Spec (seed included): the same everywhere.
-
 // Item is one sample as split creation sees it.
 type Item struct {
 	ID    uuid.UUID

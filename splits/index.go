@@ -195,8 +195,8 @@ func All(ix *Index) *Split {
 // Positions are counted in the shard's order of the epoch: Order[k] is position Start+k.
 type Epoch struct {
 	N       uint64
-	Start   int        // position of Order[0] in the shard's order
-	Len     int        // length of the shard's order: Start + len(Order)
+	Start   uint32     // position of Order[0] in the shard's order
+	Len     uint32     // length of the shard's order: Start + len(Order)
 	Order   []uint32   // canonical sample index of positions Start, Start+1, ...
 	ByClass [][]uint32 // label → indices into Order of that label's samples, ascending
 }
@@ -209,7 +209,7 @@ func NewEpoch(ix *Index, s *Split, seed, n uint64, v View) *Epoch {
 		p[k] = s.Members[m] // in place: p[k] is read once, before it is overwritten
 	}
 	p = v.Shard.Take(p)
-	e := &Epoch{N: n, Start: v.Start, Len: len(p), Order: p[v.Start:], ByClass: make([][]uint32, len(ix.labels))}
+	e := &Epoch{N: n, Start: v.Start, Len: uint32(len(p)), Order: p[v.Start:], ByClass: make([][]uint32, len(ix.labels))}
 	counts := make([]int, len(ix.labels))
 	for _, i := range e.Order {
 		counts[ix.label[i]]++

@@ -1,5 +1,54 @@
 // Package splits decides which samples a split holds and in which order each epoch visits
-// them. It knows nothing of FUSE or CQL.
+// them: split creation from metadata, stored splits (loading, export, import), the index
+// of a dataset, epoch permutations, shards and resumed views. It programs against the
+// store.Store interface and must not know FUSE or CQL.
+//
+// # Creating splits
+//
+// Create makes named splits of a dataset from its metadata, after Versaci and Busonera,
+// "Scaling deep learning data management with Cassandra DB" (2021, §4.1):
+//
+//  1. Samples are grouped by entity (Item.Group, e.g. the patient): a group never spans
+//     two splits, so no patient is both trained and validated on.
+//  2. Targets: every split s and class c gets asked[s][c] = total · ratio[s] · share[c],
+//     where share is the requested class balance (the original proportions, uniform, or
+//     given weights) and total the requested size, capped at what the balance allows
+//     (uniform balance cannot use more of a class than it has).
+//  3. Groups, in an order shuffled by the seed, then stably sorted so that those holding
+//     the largest share of some class come first, are dealt round-robin to the splits:
+//     each split in turn takes the next group that does not make it overflow its capacity
+//     (its ratio's share of every class's samples). Groups that fit nowhere go to a split
+//     they overflow least, chosen at random (weighted by how many of their samples each
+//     still has room for), and a split that got nothing takes the smallest group left.
+//  4. Samples are drawn from each split's groups round-robin (one from each group in turn,
+//     for diversity) until the targets are met. If a split's groups hold too few samples of
+//     some class, all its classes are scaled down together, so that its balance holds and
+//     its size falls short instead; Report says so. With the original balance and no cap,
+//     every sample of every group is used.
+//
+// The result depends only on the items and the Spec (seed included): the same everywhere.
+//
+// # Stored splits
+//
+// Splits are stored in the dataset itself (store.Store.PutSplits), so every machine and
+// every rank of a job sees the same ones. LoadStored turns them into Splits of an index for a
+// mount; Export and Import move them between copies of a dataset as JSON (ExportFile);
+// LoadItems reads what Create needs from the dataset's metadata.
+//
+// # Shards and resumed views
+//
+// Ranks of a distributed job mount the same split with the same seed and each a different
+// Shard. Every rank computes the same epoch permutation and keeps its own part of it, the
+// way PyTorch's DistributedSampler does: rank r of n takes positions r, r+n, r+2n, ... of
+// the epoch's order. The shards are disjoint, their union is the epoch, and their sizes
+// differ by at most one. With Pad, the order is first extended by repeating its beginning
+// until its length divides by n, so that every rank gets exactly ceil(len/n) samples (some
+// samples then appear twice in the epoch, on different ranks), as frameworks that need
+// equal batch counts on every rank expect. No rank talks to another: the seed is the only
+// thing they share.
+//
+// A View adds a start position: the epoch from position Start of the rank's order on,
+// which is what a job restarted in the middle of an epoch must still read.
 //
 // # Epoch permutations
 //

@@ -6,21 +6,6 @@ import (
 	"strings"
 )
 
-// # Shards and resumed views
-//
-// Ranks of a distributed job mount the same split with the same seed and each a different
-// Shard. Every rank computes the same epoch permutation and keeps its own part of it, the
-// way PyTorch's DistributedSampler does: rank r of n takes positions r, r+n, r+2n, ... of
-// the epoch's order. The shards are disjoint, their union is the epoch, and their sizes
-// differ by at most one. With Pad, the order is first extended by repeating its beginning
-// until its length divides by n, so that every rank gets exactly ceil(len/n) samples (some
-// samples then appear twice in the epoch, on different ranks), as frameworks that need
-// equal batch counts on every rank expect. No rank talks to another: the seed is the only
-// thing they share.
-//
-// A View adds a start position: the epoch from position Start of the rank's order on,
-// which is what a job restarted in the middle of an epoch must still read.
-
 // Shard is rank Rank's part of every epoch among Count ranks. The zero Shard is the whole
 // epoch.
 type Shard struct {
@@ -83,5 +68,5 @@ func (sh Shard) Take(order []uint32) []uint32 {
 // of the shard's order on.
 type View struct {
 	Shard Shard
-	Start int
+	Start uint32
 }

@@ -92,7 +92,7 @@ func FuzzResumeContinues(f *testing.F) {
 		s := All(ix)
 		sh := Shard{Rank: int(rank) % int(ranks), Count: int(ranks)}
 		full := NewEpoch(ix, s, 11, 4, View{Shard: sh})
-		k := int(start) % (full.Len + 1)
+		k := uint32(start) % (full.Len + 1)
 		e := NewEpoch(ix, s, 11, 4, View{Shard: sh, Start: k})
 		if e.Start != k || e.Len != full.Len || !slices.Equal(e.Order, full.Order[k:]) {
 			t.Fatalf("resume at %d of %d: got start %d len %d order %v, want the full view's order from %d", k, full.Len, e.Start, e.Len, e.Order, k)

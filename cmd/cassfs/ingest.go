@@ -61,7 +61,7 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 				return err
 			}
 			ctx := c.Context()
-			st, err := db.open(ctx, true, rf)
+			st, err := db.openStore(ctx, storeOpts{create: true, replication: rf})
 			if err != nil {
 				return err
 			}

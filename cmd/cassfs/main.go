@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	store.SetLogger(slog.Default()) // mount sets its own logger
+	cassandra.SetLogger(slog.Default()) // mount sets its own logger
 	root := newRootCmd()
 	// As a mount helper (/sbin/mount.fuse.cassfs, a symlink to cassfs), mount(8) and
 	// /etc/fstab call it with "DATASET MOUNTPOINT -o options".

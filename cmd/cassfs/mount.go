@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/view"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
@@ -34,7 +34,7 @@ type mountFlags struct {
 	epochViews    int
 	cacheSize     string
 	prefetch      int
-	order         string
+	order         view.Mode
 	prefetchIO    int
 	maxBackground int
 	allowOther    bool
@@ -112,7 +112,8 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's memory is limited to this plus ~100 bytes per sample plus 128 MiB")
 	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
-	fl.StringVar(&f.order, "order", "arrival", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
+	f.order = view.Arrival
+	fl.Var(&f.order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
@@ -137,121 +138,42 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 }
 
 func runMount(ctx context.Context, f *mountFlags, dir string) error {
-	log, err := newLogger(f.logLevel, os.Stderr)
+	log, closeLog, err := f.logger()
 	if err != nil {
 		return err
 	}
-	inChild := os.Getenv(daemonChild) != ""
-	if f.logFile != "" && !inChild {
-		out, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return fmt.Errorf("--log-file: %w", err)
-		}
-		defer out.Close()
-		if log, err = newLogger(f.logLevel, out); err != nil {
-			return err
-		}
-	}
-	store.SetLogger(log)
-	cacheBytes, err := humanize.ParseBytes(f.cacheSize)
-	if err != nil || cacheBytes == 0 {
-		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
-	}
-	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 {
-		return usageError{errors.New("--epochs-listed and --prefetch must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
-	}
-	if f.order != "strict" && f.order != "arrival" {
-		return usageError{fmt.Errorf("--order %q: use strict or arrival", f.order)}
-	}
-	var shard splits.Shard
-	if f.shard != "" {
-		if shard, err = splits.ParseShard(f.shard); err != nil {
-			return usageError{fmt.Errorf("--shard: %w", err)}
-		}
-		shard.Pad = f.shardPad
-	} else if f.shardPad {
-		return usageError{errors.New("--shard-pad needs --shard")}
-	}
-	cfg, err := f.db.config()
+	defer closeLog()
+	cacheBytes, shard, err := f.check()
 	if err != nil {
 		return err
 	}
-	if f.speculative < 0 {
-		return usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
-	}
-	cfg.SpeculativeAfter = f.speculative
 	if dir, err = prepareMountpoint(dir, log); err != nil {
 		return err
 	}
-	if f.daemon && !inChild {
+	if f.daemon && os.Getenv(daemonChild) == "" {
 		logFile := f.logFile
 		if logFile == "" {
 			logFile = defaultLogFile(dir)
 		}
 		return daemonize(dir, logFile)
 	}
-
-	st, err := store.OpenCassandra(ctx, cfg)
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%w; list datasets or ingest this one first", err)
-	}
+	st, err := f.db.openStore(ctx, storeOpts{speculative: f.speculative, log: log})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	start := time.Now()
-	ix, err := splits.LoadIndex(ctx, st)
+	m, err := newMount(ctx, st, f, cacheBytes, shard, log)
 	if err != nil {
 		return err
 	}
-	log.Info("index loaded", "dataset", cfg.Dataset, "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
-	shown, err := loadSplits(ctx, st, ix, f.splits, log)
-	if err != nil {
-		return err
-	}
-	members := 0
-	for _, s := range shown {
-		members += len(s.Members)
-	}
-
-	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
-	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
-	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
-	// user wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
-	}
-	m := newMetrics()
-	cache := prefetch.NewCache(m.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
-	defer cache.Close()
-	var prefetcher *prefetch.Prefetcher
-	if f.prefetch > 0 {
-		prefetcher = prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
-		defer prefetcher.Close()
-	}
-	m.watch(cache, prefetcher)
+	defer m.close()
 	if f.metricsAddr != "" {
-		if err := m.serve(ctx, f.metricsAddr, log); err != nil {
+		if err := m.metrics.serve(ctx, f.metricsAddr, log); err != nil {
 			return err
 		}
 	}
-
-	filesystem := cfs.New(cfs.Config{
-		Index:        ix,
-		Splits:       shown,
-		Seed:         f.seed,
-		Shard:        shard,
-		EpochsListed: f.epochsListed,
-		EpochViews:   f.epochViews,
-		Blobs:        cache.Get,
-		Prefetcher:   prefetcher,
-		Arrival:      f.order == "arrival",
-		Cached:       cache.Has,
-		Logger:       log,
-	})
-	m.served(filesystem, st.Hedges)
-	server, err := cfs.Mount(dir, filesystem, cfs.MountOptions{
-		FsName:        "cassfs:" + cfg.Dataset,
+	server, err := cfs.Mount(dir, m.fs, cfs.MountOptions{
+		FsName:        "cassfs:" + st.Dataset(),
 		AllowOther:    f.allowOther,
 		MaxBackground: f.maxBackground,
 		Debug:         f.debugFUSE,
@@ -259,13 +181,13 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
-	m.info(cfg.Dataset, dir, ix.Len())
-	if closeControl, err := m.serveControl(ctx, dir, log); err != nil {
+	m.metrics.info(st.Dataset(), dir, m.ix.Len())
+	if closeControl, err := m.metrics.serveControl(ctx, dir, log); err != nil {
 		log.Warn("cassfs stats will not reach this mount", "err", err)
 	} else {
 		defer closeControl()
 	}
-	log.Info("mounted", "dataset", cfg.Dataset, "at", dir, "splits", len(shown), "seed", f.seed, "shard", shard.String(), "order", f.order, "prefetch", f.prefetch)
+	log.Info("mounted", "dataset", st.Dataset(), "at", dir, "splits", len(m.shown), "seed", f.seed, "shard", shard.String(), "order", f.order, "prefetch", f.prefetch)
 
 	served := make(chan struct{})
 	go func() { server.Wait(); close(served) }()
@@ -277,6 +199,121 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return nil
 	}
 	return unmount(dir, server.Unmount, served, log)
+}
+
+// logger is the mount's logger: to --log-file if given (the daemon's child inherits the
+// file as its standard error), else standard error. close closes the file.
+func (f *mountFlags) logger() (log *slog.Logger, close func(), err error) {
+	log, err = newLogger(f.logLevel, os.Stderr)
+	if err != nil || f.logFile == "" || os.Getenv(daemonChild) != "" {
+		return log, func() {}, err
+	}
+	out, err := os.OpenFile(f.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--log-file: %w", err)
+	}
+	if log, err = newLogger(f.logLevel, out); err != nil {
+		out.Close()
+		return nil, nil, err
+	}
+	return log, func() { out.Close() }, nil
+}
+
+// check validates the mount's flags before anything is mounted or connected.
+func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) {
+	cacheBytes, err = humanize.ParseBytes(f.cacheSize)
+	if err != nil || cacheBytes == 0 {
+		return 0, shard, usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
+	}
+	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 {
+		return 0, shard, usageError{errors.New("--epochs-listed and --prefetch must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
+	}
+	if f.shard != "" {
+		if shard, err = splits.ParseShard(f.shard); err != nil {
+			return 0, shard, usageError{fmt.Errorf("--shard: %w", err)}
+		}
+		shard.Pad = f.shardPad
+	} else if f.shardPad {
+		return 0, shard, usageError{errors.New("--shard-pad needs --shard")}
+	}
+	if _, err := f.db.config(); err != nil {
+		return 0, shard, err
+	}
+	if f.speculative < 0 {
+		return 0, shard, usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
+	}
+	return cacheBytes, shard, nil
+}
+
+// mount is what serves a mount: the index and splits, the cache and prefetcher, the views,
+// the filesystem and its metrics.
+type mount struct {
+	ix         *splits.Index
+	shown      []*splits.Split
+	cache      *prefetch.Cache
+	prefetcher *prefetch.Prefetcher // nil: no prefetching
+	fs         *cfs.FS
+	metrics    *metrics
+}
+
+// newMount loads the dataset's index and splits from st and wires the read path:
+// filesystem → views → prefetcher → cache → store.
+func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uint64, shard splits.Shard, log *slog.Logger) (*mount, error) {
+	start := time.Now()
+	ix, err := splits.LoadIndex(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
+	shown, err := splits.LoadStored(ctx, st, ix, f.splits, log)
+	if errors.Is(err, splits.ErrUnknownSplit) {
+		return nil, usageError{fmt.Errorf("--splits: %w", err)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	members := 0
+	for _, s := range shown {
+		members += len(s.Members)
+	}
+	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
+	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
+	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
+	// user wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
+	}
+	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
+	m.cache = prefetch.NewCache(m.metrics.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
+	vc := view.Config{
+		Index:      ix,
+		Splits:     shown,
+		Seed:       f.seed,
+		Shard:      shard,
+		EpochViews: f.epochViews,
+		Mode:       f.order,
+		Arrived:    m.cache.Has,
+	}
+	if f.prefetch > 0 {
+		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
+		vc.Progress = m.prefetcher
+	}
+	m.metrics.watch(m.cache, m.prefetcher)
+	m.fs = cfs.New(cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log})
+	hedges := func() int64 { return 0 }
+	if h, ok := st.(store.Hedger); ok {
+		hedges = h.Hedges
+	}
+	m.metrics.served(m.fs, hedges)
+	return m, nil
+}
+
+// close stops prefetching and ends the fetches in flight.
+func (m *mount) close() {
+	if m.prefetcher != nil {
+		m.prefetcher.Close()
+	}
+	m.cache.Close()
 }
 
 // unmount unmounts cleanly; while files are still open (EBUSY) it retries for a while and
@@ -376,64 +413,4 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
-}
-
-// loadSplits returns the splits a mount shows: "all" and the stored ones selected by
-// which ("*" for every one), with members as canonical indices of ix. A stored split that
-// lists samples missing from the dataset is left out with a warning: it was made before
-// those samples were removed, and serving part of it would change what it means.
-func loadSplits(ctx context.Context, st store.Store, ix *splits.Index, which string, log *slog.Logger) ([]*splits.Split, error) {
-	out := []*splits.Split{splits.All(ix)}
-	infos, err := st.Splits(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	switch strings.TrimSpace(which) {
-	case "*":
-		for _, in := range infos {
-			names = append(names, in.Name)
-		}
-	case "":
-	default:
-		for _, n := range strings.Split(which, ",") {
-			n = strings.TrimSpace(n)
-			if !slices.ContainsFunc(infos, func(in store.SplitInfo) bool { return in.Name == n }) {
-				return nil, usageError{fmt.Errorf("--splits: dataset %q has no split %q (see cassfs split list)", st.Dataset(), n)}
-			}
-			names = append(names, n)
-		}
-	}
-	for _, n := range names {
-		if splits.ValidName(n) != nil {
-			log.Warn("stored split has a name that cannot be a directory; not shown", "split", n)
-			continue
-		}
-		ids, err := st.SplitMembers(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		s := &splits.Split{Name: n, Members: make([]uint32, 0, len(ids))}
-		missing := 0
-		for _, id := range ids {
-			i, ok := ix.Find(id)
-			if !ok {
-				missing++
-				continue
-			}
-			s.Members = append(s.Members, i)
-		}
-		if missing > 0 {
-			log.Warn("stored split lists samples the dataset no longer has; not shown (create it again)", "split", n, "missing", missing, "members", len(ids))
-			continue
-		}
-		slices.Sort(s.Members)
-		if len(slices.Compact(slices.Clone(s.Members))) != len(s.Members) {
-			log.Warn("stored split lists a sample twice; not shown (create it again)", "split", n)
-			continue
-		}
-		out = append(out, s)
-		log.Info("split loaded", "split", n, "samples", len(s.Members))
-	}
-	return out, nil
 }

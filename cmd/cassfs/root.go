@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/spf13/cobra"
 )
 
@@ -112,21 +114,21 @@ func (f *dbFlags) password() (string, error) {
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
-func (f *dbFlags) config() (store.CassandraConfig, error) {
+func (f *dbFlags) config() (cassandra.Config, error) {
 	if f.dataset == "" {
-		return store.CassandraConfig{}, usageError{errors.New("--dataset is required")}
+		return cassandra.Config{}, usageError{errors.New("--dataset is required")}
 	}
-	if err := store.ValidDatasetName(f.dataset); err != nil {
-		return store.CassandraConfig{}, usageError{err}
+	if err := cassandra.ValidDatasetName(f.dataset); err != nil {
+		return cassandra.Config{}, usageError{err}
 	}
 	if f.timeout <= 0 {
-		return store.CassandraConfig{}, usageError{fmt.Errorf("--timeout must be positive, got %v", f.timeout)}
+		return cassandra.Config{}, usageError{fmt.Errorf("--timeout must be positive, got %v", f.timeout)}
 	}
 	if f.conns <= 0 {
-		return store.CassandraConfig{}, usageError{fmt.Errorf("--conns-per-host must be positive, got %d", f.conns)}
+		return cassandra.Config{}, usageError{fmt.Errorf("--conns-per-host must be positive, got %d", f.conns)}
 	}
 	if f.maxInFlight <= 0 {
-		return store.CassandraConfig{}, usageError{fmt.Errorf("--max-in-flight must be positive, got %d", f.maxInFlight)}
+		return cassandra.Config{}, usageError{fmt.Errorf("--max-in-flight must be positive, got %d", f.maxInFlight)}
 	}
 	var hosts []string
 	for _, h := range strings.Split(f.hosts, ",") {
@@ -135,31 +137,31 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 		}
 	}
 	if len(hosts) == 0 {
-		return store.CassandraConfig{}, usageError{errors.New("--hosts is empty")}
+		return cassandra.Config{}, usageError{errors.New("--hosts is empty")}
 	}
 	amap := map[string]string{}
 	for _, m := range f.addressMap {
 		from, to, ok := strings.Cut(m, "=")
 		if !ok || !validHostPort(from) || !validHostPort(to) {
-			return store.CassandraConfig{}, usageError{fmt.Errorf("--address-map %q: want FROM=TO with IP:port each, e.g. 10.0.0.5:9042=127.0.0.1:19042", m)}
+			return cassandra.Config{}, usageError{fmt.Errorf("--address-map %q: want FROM=TO with IP:port each, e.g. 10.0.0.5:9042=127.0.0.1:19042", m)}
 		}
 		amap[from] = to
 	}
-	var tlsCfg *store.TLSConfig
+	var tlsCfg *cassandra.TLSConfig
 	if f.tls || f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsName != "" {
 		if (f.tlsCert == "") != (f.tlsKey == "") {
-			return store.CassandraConfig{}, usageError{errors.New("--tls-cert and --tls-key go together")}
+			return cassandra.Config{}, usageError{errors.New("--tls-cert and --tls-key go together")}
 		}
-		tlsCfg = &store.TLSConfig{CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey, ServerName: f.tlsName}
+		tlsCfg = &cassandra.TLSConfig{CAFile: f.tlsCA, CertFile: f.tlsCert, KeyFile: f.tlsKey, ServerName: f.tlsName}
 	}
 	password, err := f.password()
 	if err != nil {
-		return store.CassandraConfig{}, err
+		return cassandra.Config{}, err
 	}
 	if f.username == "" && password != "" && f.passFile != "" {
-		return store.CassandraConfig{}, usageError{errors.New("--password-file needs --username")}
+		return cassandra.Config{}, usageError{errors.New("--password-file needs --username")}
 	}
-	return store.CassandraConfig{
+	return cassandra.Config{
 		TLS:         tlsCfg,
 		Username:    f.username,
 		Password:    password,
@@ -173,14 +175,34 @@ func (f *dbFlags) config() (store.CassandraConfig, error) {
 	}, nil
 }
 
-func (f *dbFlags) open(ctx context.Context, create bool, rf int) (*store.Cassandra, error) {
+// storeOpts are what a command needs of its store beyond the database flags.
+type storeOpts struct {
+	create      bool          // make a missing dataset (ingest)
+	replication int           // replication factor of a created dataset
+	speculative time.Duration // hedge blob reads after this long (mount; 0: never)
+	log         *slog.Logger  // where the driver's own messages go (nil: the standard logger)
+}
+
+// openStore opens the dataset named by the database flags (or the configuration file that
+// set them): the one place a command gets its store. A dataset that does not exist is an
+// error saying what to do, unless o.create.
+func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, error) {
 	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Create = create
-	cfg.ReplicationFactor = rf
-	return store.OpenCassandra(ctx, cfg)
+	cfg.Create, cfg.ReplicationFactor, cfg.SpeculativeAfter = o.create, o.replication, o.speculative
+	if o.log != nil {
+		cassandra.SetLogger(o.log)
+	}
+	st, err := cassandra.Open(ctx, cfg)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("%w; check --dataset, or ingest it first", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 func validHostPort(s string) bool {

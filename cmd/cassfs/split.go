@@ -16,7 +16,6 @@ import (
 
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
-	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -46,23 +45,11 @@ beside "all".
 	return c
 }
 
-// openExisting opens a dataset that must exist.
-func (f *dbFlags) openExisting(ctx context.Context) (*store.Cassandra, error) {
-	st, err := f.open(ctx, false, 0)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("%w; check --dataset, or ingest it first", err)
-	}
-	return st, err
-}
-
 // withStore makes a command's RunE that opens the dataset named by db (which must exist)
 // and runs run with it.
 func withStore(db *dbFlags, run func(c *cobra.Command, args []string, st store.Store) error) func(c *cobra.Command, args []string) error {
 	return func(c *cobra.Command, args []string) error {
-		if _, err := db.config(); err != nil {
-			return err
-		}
-		st, err := db.openExisting(c.Context())
+		st, err := db.openStore(c.Context(), storeOpts{})
 		if err != nil {
 			return err
 		}
@@ -120,7 +107,8 @@ or given weights per class in label order ("3:1") or by name ("normal=3,tumor=1"
 
 Groups are dealt round-robin to the splits without overflowing their targets (those
 holding the largest share of a class first), the rest placed at random; samples are then
-drawn round-robin across each split's groups (the 2021 paper's method). A split whose groups lack a class is scaled down as a whole so that its
+drawn round-robin across each split's groups (the method of Versaci and Busonera,
+"Scaling deep learning data management with Cassandra DB", 2021). A split whose groups lack a class is scaled down as a whole so that its
 balance holds; if that leaves it more than --tolerance short, nothing is stored unless
 --accept-shortfall. The command prints what it achieved against what was asked.
 
@@ -218,68 +206,6 @@ func parseBalance(s string, labels []string) (string, []float64, error) {
 	return splits.BalanceWeights, w, nil
 }
 
-// loadItems reads every sample's id, label and group key (the --group-by columns' values).
-func loadItems(ctx context.Context, st store.Store, groupBy []string, progress io.Writer) ([]splits.Item, error) {
-	if progress == nil {
-		progress = io.Discard
-	}
-	start, last := time.Now(), time.Now()
-	fmt.Fprintf(progress, "reading the metadata of dataset %s...\n", st.Dataset())
-	cols, err := st.Columns(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range groupBy {
-		if !slices.Contains(cols, g) {
-			have := strings.Join(cols, ", ")
-			if have == "" {
-				have = "none (ingest with --csv to add metadata)"
-			}
-			return nil, usageError{fmt.Errorf("--group-by: dataset %q has no metadata column %q; its columns are: %s", st.Dataset(), g, have)}
-		}
-	}
-	var items []splits.Item
-	missing := map[string][]string{} // column → sample names lacking it
-	nmissing := map[string]int{}
-	err = st.Scan(ctx, func(s store.Sample) error {
-		it := splits.Item{ID: s.ID, Label: s.Label}
-		if len(groupBy) == 0 {
-			it.Group = string(s.ID[:])
-		} else {
-			vals := make([]string, len(groupBy))
-			for k, g := range groupBy {
-				vals[k] = s.Meta[g]
-				if vals[k] == "" {
-					nmissing[g]++
-					if len(missing[g]) < 3 {
-						missing[g] = append(missing[g], s.Name)
-					}
-				}
-			}
-			it.Group = strings.Join(vals, "\x1f")
-		}
-		items = append(items, it)
-		if time.Since(last) > 5*time.Second {
-			last = time.Now()
-			fmt.Fprintf(progress, "  %d samples read\n", len(items))
-		}
-		return nil
-	})
-	if err == nil {
-		fmt.Fprintf(progress, "read %d samples in %.1fs\n", len(items), time.Since(start).Seconds())
-	}
-	if err != nil {
-		return nil, err
-	}
-	for _, g := range groupBy {
-		if n := nmissing[g]; n > 0 {
-			return nil, fmt.Errorf("--group-by %s: %d sample(s) have no value in it (e.g. %s); a sample without an entity cannot be kept apart from others: fill it in the metadata CSV and ingest again, or group by other columns",
-				g, n, strings.Join(missing[g], ", "))
-		}
-	}
-	return items, nil
-}
-
 func createSplits(ctx context.Context, st store.Store, o createOpts, out io.Writer) error {
 	var groupBy []string
 	for _, g := range strings.Split(o.groupBy, ",") {
@@ -332,7 +258,10 @@ func createSplits(ctx context.Context, st store.Store, o createOpts, out io.Writ
 	if spec.Balance, spec.Weights, err = parseBalance(o.balance, labels); err != nil {
 		return usageError{err}
 	}
-	items, err := loadItems(ctx, st, groupBy, o.progress)
+	items, err := splits.LoadItems(ctx, st, groupBy, o.progress)
+	if errors.Is(err, splits.ErrUnknownColumn) {
+		return usageError{err}
+	}
 	if err != nil {
 		return err
 	}
@@ -556,22 +485,6 @@ func newSplitDeleteCmd() *cobra.Command {
 	return c
 }
 
-// exportFile is the format of split export and import.
-type exportFile struct {
-	Format  string        `json:"format"`
-	Dataset string        `json:"dataset"`
-	Splits  []exportSplit `json:"splits"`
-}
-
-type exportSplit struct {
-	Name    string          `json:"name"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Report  json.RawMessage `json:"report,omitempty"`
-	Members []uuid.UUID     `json:"members"`
-}
-
-const exportFormat = "cassfs-splits/v1"
-
 func newSplitExportCmd() *cobra.Command {
 	var (
 		db     dbFlags
@@ -581,7 +494,7 @@ func newSplitExportCmd() *cobra.Command {
 		Use:   "export --dataset NAME [-o FILE] [SPLIT...]",
 		Short: "Write splits (default: all) to a JSON file",
 		Long: `export writes the named splits (default: every stored one) as JSON:
-{"format": "` + exportFormat + `", "dataset": ..., "splits": [{"name", "params", "report",
+{"format": "` + splits.ExportFormat + `", "dataset": ..., "splits": [{"name", "params", "report",
 "members": [sample ids]}]}. import reads it back, into this or another copy of the dataset.`,
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			return writeFileOrStdout(output, func(w io.Writer) error { return exportSplits(c.Context(), st, args, w) })
@@ -614,40 +527,7 @@ func writeFileOrStdout(path string, write func(io.Writer) error) error {
 }
 
 func exportSplits(ctx context.Context, st store.Store, names []string, w io.Writer) error {
-	infos, err := st.Splits(ctx)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		for _, in := range infos {
-			names = append(names, in.Name)
-		}
-		if len(names) == 0 {
-			return fmt.Errorf("dataset %q has no stored splits to export", st.Dataset())
-		}
-	}
-	f := exportFile{Format: exportFormat, Dataset: st.Dataset()}
-	for _, n := range names {
-		k := slices.IndexFunc(infos, func(in store.SplitInfo) bool { return in.Name == n })
-		if k < 0 {
-			return fmt.Errorf("split %q of dataset %q: %w (see cassfs split list)", n, st.Dataset(), store.ErrNotFound)
-		}
-		in := infos[k]
-		ids, err := st.SplitMembers(ctx, n)
-		if err != nil {
-			return err
-		}
-		f.Splits = append(f.Splits, exportSplit{Name: n, Params: rawJSON(in.Params), Report: rawJSON(in.Report), Members: ids})
-	}
-	enc := json.NewEncoder(w)
-	return enc.Encode(f)
-}
-
-func rawJSON(s string) json.RawMessage {
-	if s == "" || !json.Valid([]byte(s)) {
-		return nil
-	}
-	return json.RawMessage(s)
+	return splits.Export(ctx, st, names, w)
 }
 
 func newSplitImportCmd() *cobra.Command {
@@ -677,63 +557,10 @@ nothing is stored.`,
 }
 
 func importSplits(ctx context.Context, st store.Store, r io.Reader, source string, replace bool, out io.Writer) error {
-	var f exportFile
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return fmt.Errorf("%s: not a split export file: %w", source, err)
-	}
-	if f.Format != exportFormat {
-		return fmt.Errorf("%s: format %q, want %q (written by cassfs split export)", source, f.Format, exportFormat)
-	}
-	if len(f.Splits) == 0 {
-		return fmt.Errorf("%s holds no splits", source)
-	}
-	known := map[uuid.UUID]bool{}
-	if err := st.Scan(ctx, func(s store.Sample) error { known[s.ID] = true; return nil }); err != nil {
+	names, err := splits.Import(ctx, st, r, source, replace)
+	if err != nil {
 		return err
 	}
-	var ns []store.NewSplit
-	original := map[string]json.RawMessage{}
-	for _, s := range f.Splits {
-		if err := splits.ValidName(s.Name); err != nil {
-			return fmt.Errorf("%s: %w", source, err)
-		}
-		seen := make(map[uuid.UUID]bool, len(s.Members))
-		var unknown []string
-		nunknown := 0
-		for _, id := range s.Members {
-			if seen[id] {
-				return fmt.Errorf("%s: split %q lists sample %s twice", source, s.Name, id)
-			}
-			seen[id] = true
-			if !known[id] {
-				nunknown++
-				if len(unknown) < 3 {
-					unknown = append(unknown, id.String())
-				}
-			}
-		}
-		if nunknown > 0 {
-			return fmt.Errorf("%s: split %q lists %d sample(s) not in dataset %q (e.g. %s); was it exported from another dataset (%q)? nothing was stored",
-				source, s.Name, nunknown, st.Dataset(), strings.Join(unknown, ", "), f.Dataset)
-		}
-		members := slices.Clone(s.Members)
-		slices.SortFunc(members, func(a, b uuid.UUID) int { return strings.Compare(string(a[:]), string(b[:])) })
-		ns = append(ns, store.NewSplit{Name: s.Name, Members: members})
-		original[s.Name] = s.Params
-	}
-	pj, _ := json.Marshal(map[string]any{"command": "import", "source": filepath.Base(source), "from_dataset": f.Dataset, "params": original})
-	report := ""
-	if r0 := f.Splits[0].Report; r0 != nil {
-		report = string(r0)
-	}
-	if err := st.PutSplits(ctx, ns, string(pj), report, replace); err != nil {
-		if errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("%w; nothing was stored (use --replace to replace)", err)
-		}
-		return err
-	}
-	fmt.Fprintf(out, "imported %s into dataset %s\n", joinNames(ns), st.Dataset())
+	fmt.Fprintf(out, "imported %s into dataset %s\n", strings.Join(names, ", "), st.Dataset())
 	return nil
 }

@@ -13,15 +13,16 @@ import (
 
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
 )
 
 // tiles is a dataset of patients' tiles in the in-memory store; every 7th patient has
 // tumor tiles, and patient 3's tiles lack a slide value when gap is set.
-func tiles(t *testing.T, patients int, gap bool) *store.Memory {
+func tiles(t *testing.T, patients int, gap bool) *memstore.Store {
 	t.Helper()
 	ctx := context.Background()
-	st := store.NewMemory("tiles", store.MemoryOptions{})
+	st := memstore.New("tiles", memstore.Options{})
 	st.SetLabels(ctx, []string{"normal", "tumor"})
 	st.AddColumns(ctx, []string{"patient_id", "slide"})
 	for p := range patients {
@@ -253,7 +254,7 @@ func TestLoadSplits(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	shown, err := loadSplits(ctx, st, ix, "*", log)
+	shown, err := splits.LoadStored(ctx, st, ix, "*", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +276,7 @@ func TestLoadSplits(t *testing.T) {
 		which string
 		want  []string
 	}{{"", []string{"all"}}, {"train", []string{"all", "train"}}} {
-		shown, err := loadSplits(ctx, st, ix, tc.which, log)
+		shown, err := splits.LoadStored(ctx, st, ix, tc.which, log)
 		names = nil
 		for _, s := range shown {
 			names = append(names, s.Name)
@@ -284,7 +285,7 @@ func TestLoadSplits(t *testing.T) {
 			t.Errorf("--splits %q: %v, %v; want %v", tc.which, names, err, tc.want)
 		}
 	}
-	if _, err := loadSplits(ctx, st, ix, "train,nope", log); err == nil || !strings.Contains(err.Error(), `no split "nope"`) {
+	if _, err := splits.LoadStored(ctx, st, ix, "train,nope", log); err == nil || !strings.Contains(err.Error(), `no split "nope"`) {
 		t.Errorf("--splits naming a missing split: %v", err)
 	}
 }

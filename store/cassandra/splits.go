@@ -1,4 +1,4 @@
-package store
+package cassandra
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 )
@@ -27,7 +28,7 @@ var splitTables = []string{
 }
 
 // ensureSplitTables creates the split tables of a dataset ingested before they existed.
-func (c *Cassandra) ensureSplitTables(ctx context.Context) error {
+func (c *Store) ensureSplitTables(ctx context.Context) error {
 	c.mu.Lock()
 	done := c.splitTables
 	c.mu.Unlock()
@@ -36,7 +37,7 @@ func (c *Cassandra) ensureSplitTables(ctx context.Context) error {
 	}
 	for _, q := range splitTables {
 		if err := c.ddl(ctx, q); err != nil {
-			return fmt.Errorf("create the split tables of dataset %q: %w", c.cfg.Dataset, err)
+			return fmt.Errorf("create the split tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
 	c.mu.Lock()
@@ -47,7 +48,7 @@ func (c *Cassandra) ensureSplitTables(ctx context.Context) error {
 
 // hasSplitTables reports whether the dataset has split tables (datasets ingested by older
 // versions may not).
-func (c *Cassandra) hasSplitTables(ctx context.Context) (bool, error) {
+func (c *Store) hasSplitTables(ctx context.Context) (bool, error) {
 	c.mu.Lock()
 	known := c.splitTables
 	c.mu.Unlock()
@@ -63,7 +64,7 @@ func (c *Cassandra) hasSplitTables(ctx context.Context) (bool, error) {
 	err = c.session.Query(`SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name IN ('splits', 'split_sets', 'split_chunks')`,
 		c.cfg.Dataset).WithContext(rctx).Idempotent(true).Scan(&n)
 	if err != nil {
-		return false, fmt.Errorf("look up the split tables of dataset %q: %w", c.cfg.Dataset, err)
+		return false, fmt.Errorf("look up the split tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	if n == len(splitTables) {
 		c.mu.Lock()
@@ -82,7 +83,7 @@ type splitRow struct {
 	digest     []byte
 }
 
-func (c *Cassandra) splitRows(ctx context.Context) ([]splitRow, error) {
+func (c *Store) splitRows(ctx context.Context) ([]splitRow, error) {
 	ok, err := c.hasSplitTables(ctx)
 	if err != nil || !ok {
 		return nil, err
@@ -102,14 +103,14 @@ func (c *Cassandra) splitRows(ctx context.Context) ([]splitRow, error) {
 		r = splitRow{}
 	}
 	if err := iter.Close(); err != nil {
-		return nil, fmt.Errorf("read the splits of dataset %q: %w", c.cfg.Dataset, err)
+		return nil, fmt.Errorf("read the splits of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	return rows, nil
 }
 
-// PutSplits implements Store.
-func (c *Cassandra) PutSplits(ctx context.Context, splits []NewSplit, params, report string, replace bool) error {
-	if err := checkSplits(splits); err != nil {
+// PutSplits implements store.Store.
+func (c *Store) PutSplits(ctx context.Context, splits []store.NewSplit, params, report string, replace bool) error {
+	if err := store.CheckSplits(splits); err != nil {
 		return err
 	}
 	if err := c.ensureSplitTables(ctx); err != nil {
@@ -126,7 +127,7 @@ func (c *Cassandra) PutSplits(ctx context.Context, splits []NewSplit, params, re
 	if !replace {
 		for _, s := range splits {
 			if _, ok := oldGen[s.Name]; ok {
-				return fmt.Errorf("split %q of dataset %q: %w", s.Name, c.cfg.Dataset, ErrExists)
+				return fmt.Errorf("split %q of dataset %q: %w", s.Name, c.cfg.Dataset, store.ErrExists)
 			}
 		}
 	}
@@ -152,14 +153,14 @@ func (c *Cassandra) PutSplits(ctx context.Context, splits []NewSplit, params, re
 			}
 			if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO split_chunks (generation, chunk, ids) VALUES (?, ?, ?)`, gens[k], ch, packed); err != nil {
 				cleanup()
-				return fmt.Errorf("store split %q (chunk %d): %w", s.Name, ch, err)
+				return fmt.Errorf("store split %q (chunk %d): %w", s.Name, ch, kinded(err))
 			}
 		}
 	}
 	if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO split_sets (id, created, params, report) VALUES (?, ?, ?, ?)`,
 		set, time.Now(), params, report); err != nil {
 		cleanup()
-		return fmt.Errorf("store the parameters of splits %s: %w", splitNames(splits), err)
+		return fmt.Errorf("store the parameters of splits %s: %w", splitNames(splits), kinded(err))
 	}
 
 	// Then the rows that make them visible: one batch on one partition, atomic and isolated;
@@ -189,17 +190,17 @@ func (c *Cassandra) PutSplits(ctx context.Context, splits []NewSplit, params, re
 			iter.Close()
 		}
 		if err == nil && !applied {
-			err = fmt.Errorf("a split of the same name was created meanwhile: %w", ErrExists)
+			err = fmt.Errorf("a split of the same name was created meanwhile: %w", store.ErrExists)
 		}
 	}
 	release()
 	if err != nil {
 		// A timed-out batch may still be applied later; the chunks must then stay. Only a
 		// definite refusal cleans up.
-		if errors.Is(err, ErrExists) {
+		if errors.Is(err, store.ErrExists) {
 			cleanup()
 		}
-		return fmt.Errorf("store splits %s of dataset %q: %w", splitNames(splits), c.cfg.Dataset, err)
+		return fmt.Errorf("store splits %s of dataset %q: %w", splitNames(splits), c.cfg.Dataset, kinded(err))
 	}
 	for _, s := range splits {
 		if r, ok := oldGen[s.Name]; ok {
@@ -209,7 +210,7 @@ func (c *Cassandra) PutSplits(ctx context.Context, splits []NewSplit, params, re
 	return nil
 }
 
-func splitNames(splits []NewSplit) string {
+func splitNames(splits []store.NewSplit) string {
 	var names []string
 	for _, s := range splits {
 		names = append(names, s.Name)
@@ -218,15 +219,15 @@ func splitNames(splits []NewSplit) string {
 }
 
 // deleteChunks removes a generation's chunks, best effort: they are unreachable already.
-func (c *Cassandra) deleteChunks(gen gocql.UUID, chunks int) {
+func (c *Store) deleteChunks(gen gocql.UUID, chunks int) {
 	ctx := context.Background()
 	for ch := range chunks {
 		_ = c.exec(ctx, gocql.LocalQuorum, `DELETE FROM split_chunks WHERE generation = ? AND chunk = ?`, gen, ch)
 	}
 }
 
-// Splits implements Store.
-func (c *Cassandra) Splits(ctx context.Context) ([]SplitInfo, error) {
+// Splits implements store.Store.
+func (c *Store) Splits(ctx context.Context) ([]store.SplitInfo, error) {
 	rows, err := c.splitRows(ctx)
 	if err != nil {
 		return nil, err
@@ -236,7 +237,7 @@ func (c *Cassandra) Splits(ctx context.Context) ([]SplitInfo, error) {
 		params, report string
 	}
 	sets := map[gocql.UUID]setRow{}
-	var out []SplitInfo
+	var out []store.SplitInfo
 	for _, r := range rows {
 		s, ok := sets[r.set]
 		if !ok {
@@ -248,25 +249,25 @@ func (c *Cassandra) Splits(ctx context.Context) ([]SplitInfo, error) {
 				WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&s.created, &s.params, &s.report)
 			release()
 			if err != nil && !errors.Is(err, gocql.ErrNotFound) {
-				return nil, fmt.Errorf("read the parameters of split %q: %w", r.name, err)
+				return nil, fmt.Errorf("read the parameters of split %q: %w", r.name, kinded(err))
 			}
 			sets[r.set] = s
 		}
-		out = append(out, SplitInfo{Name: r.name, Size: int(r.size), Set: uuid.UUID(r.set), Created: s.created.UTC(), Params: s.params, Report: s.report})
+		out = append(out, store.SplitInfo{Name: r.name, Size: int(r.size), Set: uuid.UUID(r.set), Created: s.created.UTC(), Params: s.params, Report: s.report})
 	}
-	slices.SortFunc(out, func(a, b SplitInfo) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b store.SplitInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-// SplitMembers implements Store.
-func (c *Cassandra) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error) {
+// SplitMembers implements store.Store.
+func (c *Store) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error) {
 	rows, err := c.splitRows(ctx)
 	if err != nil {
 		return nil, err
 	}
 	i := slices.IndexFunc(rows, func(r splitRow) bool { return r.name == name })
 	if i < 0 {
-		return nil, fmt.Errorf("split %q of dataset %q: %w", name, c.cfg.Dataset, ErrNotFound)
+		return nil, fmt.Errorf("split %q of dataset %q: %w", name, c.cfg.Dataset, store.ErrNotFound)
 	}
 	r := rows[i]
 	ids := make([]uuid.UUID, 0, r.size)
@@ -280,26 +281,26 @@ func (c *Cassandra) SplitMembers(ctx context.Context, name string) ([]uuid.UUID,
 			WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&packed)
 		release()
 		if errors.Is(err, gocql.ErrNotFound) {
-			return nil, fmt.Errorf("split %q of dataset %q: chunk %d of %d is missing: %w", name, c.cfg.Dataset, ch, r.chunks, ErrCorrupt)
+			return nil, fmt.Errorf("split %q of dataset %q: chunk %d of %d is missing: %w", name, c.cfg.Dataset, ch, r.chunks, store.ErrCorrupt)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read split %q of dataset %q (chunk %d): %w", name, c.cfg.Dataset, ch, err)
+			return nil, fmt.Errorf("read split %q of dataset %q (chunk %d): %w", name, c.cfg.Dataset, ch, kinded(err))
 		}
 		if len(packed)%16 != 0 {
-			return nil, fmt.Errorf("split %q of dataset %q: chunk %d has %d bytes, not a multiple of 16: %w", name, c.cfg.Dataset, ch, len(packed), ErrCorrupt)
+			return nil, fmt.Errorf("split %q of dataset %q: chunk %d has %d bytes, not a multiple of 16: %w", name, c.cfg.Dataset, ch, len(packed), store.ErrCorrupt)
 		}
 		for k := 0; k < len(packed); k += 16 {
 			ids = append(ids, uuid.UUID(packed[k:k+16]))
 		}
 	}
 	if int64(len(ids)) != r.size || !bytes.Equal(splitDigest(ids), r.digest) {
-		return nil, fmt.Errorf("split %q of dataset %q: its members (%d) do not match what was stored (%d, checksum): %w", name, c.cfg.Dataset, len(ids), r.size, ErrCorrupt)
+		return nil, fmt.Errorf("split %q of dataset %q: its members (%d) do not match what was stored (%d, checksum): %w", name, c.cfg.Dataset, len(ids), r.size, store.ErrCorrupt)
 	}
 	return ids, nil
 }
 
-// DeleteSplits implements Store.
-func (c *Cassandra) DeleteSplits(ctx context.Context, names []string) error {
+// DeleteSplits implements store.Store.
+func (c *Store) DeleteSplits(ctx context.Context, names []string) error {
 	rows, err := c.splitRows(ctx)
 	if err != nil {
 		return err
@@ -308,7 +309,7 @@ func (c *Cassandra) DeleteSplits(ctx context.Context, names []string) error {
 	for _, n := range names {
 		i := slices.IndexFunc(rows, func(r splitRow) bool { return r.name == n })
 		if i < 0 {
-			return fmt.Errorf("split %q of dataset %q: %w", n, c.cfg.Dataset, ErrNotFound)
+			return fmt.Errorf("split %q of dataset %q: %w", n, c.cfg.Dataset, store.ErrNotFound)
 		}
 		gone = append(gone, rows[i])
 	}
@@ -324,7 +325,7 @@ func (c *Cassandra) DeleteSplits(ctx context.Context, names []string) error {
 	err = c.session.ExecuteBatch(b)
 	release()
 	if err != nil {
-		return fmt.Errorf("delete splits %s of dataset %q: %w", strings.Join(names, ","), c.cfg.Dataset, err)
+		return fmt.Errorf("delete splits %s of dataset %q: %w", strings.Join(names, ","), c.cfg.Dataset, kinded(err))
 	}
 	for _, r := range gone {
 		c.deleteChunks(r.generation, r.chunks)

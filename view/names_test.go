@@ -1,6 +1,7 @@
-package fs
+package view
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -12,16 +13,16 @@ func FuzzEpochNames(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		n, start, ok := parseEpoch(name)
+		n, start, ok := ParseEpochName(name)
 		if !ok {
 			return
 		}
 		back := "epoch-" + strconv.FormatUint(n, 10)
 		if start > 0 || len(name) > len(back) {
-			back += "@" + strconv.Itoa(start)
+			back += "@" + strconv.FormatUint(uint64(start), 10)
 		}
-		if back != name || start < 0 {
-			t.Fatalf("parseEpoch(%q) = %d, %d: prints back as %q", name, n, start, back)
+		if back != name {
+			t.Fatalf("ParseEpochName(%q) = %d, %d: prints back as %q", name, n, start, back)
 		}
 	})
 }
@@ -38,12 +39,32 @@ func FuzzEntryNames(f *testing.F) {
 			return // not a name the filesystem makes at this width
 		}
 		name := padInt(uint64(pos), w) + "_" + rest
-		got, ok := parsePos(name, w)
+		got, ok := ParseEntryPos(name, w)
 		if !ok || got != pos {
-			t.Fatalf("parsePos(%q, %d) = %d, %v; want %d", name, w, got, ok, pos)
+			t.Fatalf("ParseEntryPos(%q, %d) = %d, %v; want %d", name, w, got, ok, pos)
 		}
-		if _, ok := parsePos(rest, w); ok && (len(rest) < w+2 || rest[w] != '_') {
-			t.Fatalf("parsePos(%q, %d) accepted a name without a position", rest, w)
+		if _, ok := ParseEntryPos(rest, w); ok && (len(rest) < w+2 || rest[w] != '_') {
+			t.Fatalf("ParseEntryPos(%q, %d) accepted a name without a position", rest, w)
 		}
 	})
+}
+
+func TestClassNames(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"a", "b", "c"}, []string{"a", "b", "c"}},
+		{[]string{"b", "a"}, []string{"0_b", "1_a"}},
+		{[]string{"x", ".hidden", "y"}, []string{"0_x", "1_class", "2_y"}},
+		{make([]string, 11), nil},
+	} {
+		got := ClassNames(tc.in)
+		if tc.want == nil {
+			if got[0] != "00_class" || got[10] != "10_class" {
+				t.Errorf("ClassNames(11 empty) = %q", got)
+			}
+			continue
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("ClassNames(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
 }

@@ -1,0 +1,269 @@
+package splits
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// ErrUnknownColumn is wrapped by LoadItems's error for a group-by column the dataset lacks.
+var ErrUnknownColumn = errors.New("no such metadata column")
+
+// ErrUnknownSplit is wrapped by LoadStored's error for a split named but not stored.
+var ErrUnknownSplit = errors.New("no such split")
+
+// LoadStored returns the splits a mount shows: All(ix) and the stored ones selected by
+// which ("*" for every one, "" for none, else comma-separated names), with members as
+// canonical indices of ix. A stored split that lists samples missing from the dataset is
+// left out with a warning: it was made before those samples were removed, and serving part
+// of it would change what it means.
+func LoadStored(ctx context.Context, st store.Store, ix *Index, which string, log *slog.Logger) ([]*Split, error) {
+	out := []*Split{All(ix)}
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	switch strings.TrimSpace(which) {
+	case "*":
+		for _, in := range infos {
+			names = append(names, in.Name)
+		}
+	case "":
+	default:
+		for _, n := range strings.Split(which, ",") {
+			n = strings.TrimSpace(n)
+			if !slices.ContainsFunc(infos, func(in store.SplitInfo) bool { return in.Name == n }) {
+				return nil, fmt.Errorf("dataset %q has no split %q (see cassfs split list): %w", st.Dataset(), n, ErrUnknownSplit)
+			}
+			names = append(names, n)
+		}
+	}
+	for _, n := range names {
+		if ValidName(n) != nil {
+			log.Warn("stored split has a name that cannot be a directory; not shown", "split", n)
+			continue
+		}
+		ids, err := st.SplitMembers(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		s := &Split{Name: n, Members: make([]uint32, 0, len(ids))}
+		missing := 0
+		for _, id := range ids {
+			i, ok := ix.Find(id)
+			if !ok {
+				missing++
+				continue
+			}
+			s.Members = append(s.Members, i)
+		}
+		if missing > 0 {
+			log.Warn("stored split lists samples the dataset no longer has; not shown (create it again)", "split", n, "missing", missing, "members", len(ids))
+			continue
+		}
+		slices.Sort(s.Members)
+		if len(slices.Compact(slices.Clone(s.Members))) != len(s.Members) {
+			log.Warn("stored split lists a sample twice; not shown (create it again)", "split", n)
+			continue
+		}
+		out = append(out, s)
+		log.Info("split loaded", "split", n, "samples", len(s.Members))
+	}
+	return out, nil
+}
+
+// LoadItems reads every sample's id, label and group key (the values of the groupBy
+// columns; each sample its own group if none), reporting progress to progress (nil:
+// nowhere). A column the dataset lacks wraps ErrUnknownColumn; a sample without a value in
+// a groupBy column is an error naming it.
+func LoadItems(ctx context.Context, st store.Store, groupBy []string, progress io.Writer) ([]Item, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
+	start, last := time.Now(), time.Now()
+	fmt.Fprintf(progress, "reading the metadata of dataset %s...\n", st.Dataset())
+	cols, err := st.Columns(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groupBy {
+		if !slices.Contains(cols, g) {
+			have := strings.Join(cols, ", ")
+			if have == "" {
+				have = "none (ingest with --csv to add metadata)"
+			}
+			return nil, fmt.Errorf("--group-by: dataset %q has no metadata column %q; its columns are: %s: %w", st.Dataset(), g, have, ErrUnknownColumn)
+		}
+	}
+	var items []Item
+	missing := map[string][]string{} // column → sample names lacking it
+	nmissing := map[string]int{}
+	err = st.Scan(ctx, func(s store.Sample) error {
+		it := Item{ID: s.ID, Label: s.Label}
+		if len(groupBy) == 0 {
+			it.Group = string(s.ID[:])
+		} else {
+			vals := make([]string, len(groupBy))
+			for k, g := range groupBy {
+				vals[k] = s.Meta[g]
+				if vals[k] == "" {
+					nmissing[g]++
+					if len(missing[g]) < 3 {
+						missing[g] = append(missing[g], s.Name)
+					}
+				}
+			}
+			it.Group = strings.Join(vals, "\x1f")
+		}
+		items = append(items, it)
+		if time.Since(last) > 5*time.Second {
+			last = time.Now()
+			fmt.Fprintf(progress, "  %d samples read\n", len(items))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "read %d samples in %.1fs\n", len(items), time.Since(start).Seconds())
+	for _, g := range groupBy {
+		if n := nmissing[g]; n > 0 {
+			return nil, fmt.Errorf("--group-by %s: %d sample(s) have no value in it (e.g. %s); a sample without an entity cannot be kept apart from others: fill it in the metadata CSV and ingest again, or group by other columns",
+				g, n, strings.Join(missing[g], ", "))
+		}
+	}
+	return items, nil
+}
+
+// ExportFormat is the format tag of ExportFile.
+const ExportFormat = "cassfs-splits/v1"
+
+// ExportFile is the JSON form of stored splits (cassfs split export and import).
+type ExportFile struct {
+	Format  string        `json:"format"`
+	Dataset string        `json:"dataset"`
+	Splits  []ExportSplit `json:"splits"`
+}
+
+// ExportSplit is one split of an ExportFile.
+type ExportSplit struct {
+	Name    string          `json:"name"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Report  json.RawMessage `json:"report,omitempty"`
+	Members []uuid.UUID     `json:"members"`
+}
+
+// Export writes the named stored splits (every one if names is empty) to w as an
+// ExportFile.
+func Export(ctx context.Context, st store.Store, names []string, w io.Writer) error {
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		for _, in := range infos {
+			names = append(names, in.Name)
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("dataset %q has no stored splits to export", st.Dataset())
+		}
+	}
+	f := ExportFile{Format: ExportFormat, Dataset: st.Dataset()}
+	for _, n := range names {
+		k := slices.IndexFunc(infos, func(in store.SplitInfo) bool { return in.Name == n })
+		if k < 0 {
+			return fmt.Errorf("split %q of dataset %q: %w (see cassfs split list)", n, st.Dataset(), store.ErrNotFound)
+		}
+		in := infos[k]
+		ids, err := st.SplitMembers(ctx, n)
+		if err != nil {
+			return err
+		}
+		f.Splits = append(f.Splits, ExportSplit{Name: n, Params: rawJSON(in.Params), Report: rawJSON(in.Report), Members: ids})
+	}
+	return json.NewEncoder(w).Encode(f)
+}
+
+func rawJSON(s string) json.RawMessage {
+	if s == "" || !json.Valid([]byte(s)) {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// Import stores every split of the ExportFile read from r (named source in errors) in st,
+// all at once: every sample id must exist in the dataset and names must be new (or
+// replace), else nothing is stored. It returns the names stored.
+func Import(ctx context.Context, st store.Store, r io.Reader, source string, replace bool) ([]string, error) {
+	var f ExportFile
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: not a split export file: %w", source, err)
+	}
+	if f.Format != ExportFormat {
+		return nil, fmt.Errorf("%s: format %q, want %q (written by cassfs split export)", source, f.Format, ExportFormat)
+	}
+	if len(f.Splits) == 0 {
+		return nil, fmt.Errorf("%s holds no splits", source)
+	}
+	known := map[uuid.UUID]bool{}
+	if err := st.Scan(ctx, func(s store.Sample) error { known[s.ID] = true; return nil }); err != nil {
+		return nil, err
+	}
+	var ns []store.NewSplit
+	var names []string
+	original := map[string]json.RawMessage{}
+	for _, s := range f.Splits {
+		if err := ValidName(s.Name); err != nil {
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		seen := make(map[uuid.UUID]bool, len(s.Members))
+		var unknown []string
+		nunknown := 0
+		for _, id := range s.Members {
+			if seen[id] {
+				return nil, fmt.Errorf("%s: split %q lists sample %s twice", source, s.Name, id)
+			}
+			seen[id] = true
+			if !known[id] {
+				nunknown++
+				if len(unknown) < 3 {
+					unknown = append(unknown, id.String())
+				}
+			}
+		}
+		if nunknown > 0 {
+			return nil, fmt.Errorf("%s: split %q lists %d sample(s) not in dataset %q (e.g. %s); was it exported from another dataset (%q)? nothing was stored",
+				source, s.Name, nunknown, st.Dataset(), strings.Join(unknown, ", "), f.Dataset)
+		}
+		members := slices.Clone(s.Members)
+		slices.SortFunc(members, compareIDs)
+		ns = append(ns, store.NewSplit{Name: s.Name, Members: members})
+		names = append(names, s.Name)
+		original[s.Name] = s.Params
+	}
+	pj, _ := json.Marshal(map[string]any{"command": "import", "source": filepath.Base(source), "from_dataset": f.Dataset, "params": original})
+	report := ""
+	if r0 := f.Splits[0].Report; r0 != nil {
+		report = string(r0)
+	}
+	if err := st.PutSplits(ctx, ns, string(pj), report, replace); err != nil {
+		if errors.Is(err, store.ErrExists) {
+			return nil, fmt.Errorf("%w; nothing was stored (use --replace to replace)", err)
+		}
+		return nil, err
+	}
+	return names, nil
+}

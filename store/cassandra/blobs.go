@@ -1,0 +1,116 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/gocql/gocql"
+	"github.com/google/uuid"
+)
+
+// Put implements store.Store.
+func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
+	if err := store.CheckPut(s, data); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	known := c.columns
+	c.mu.Unlock()
+	cols := []string{"id", "label", "name", "size", "checksum"}
+	args := []any{gocql.UUID(s.ID), s.Label, s.Name, s.Size, s.Checksum[:]}
+	keys := make([]string, 0, len(s.Meta))
+	for k, v := range s.Meta {
+		if v == "" {
+			continue
+		}
+		if !slices.Contains(known, k) {
+			return fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // stable statement text, so gocql's prepared-statement cache hits
+	for _, k := range keys {
+		cols = append(cols, k)
+		args = append(args, s.Meta[k])
+	}
+	// The blob first, then the metadata row: the row is the commit marker (see package doc).
+	if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO blobs (id, label, data) VALUES (?, ?, ?)`,
+		gocql.UUID(s.ID), s.Label, data); err != nil {
+		return fmt.Errorf("put blob of sample %s (%s): %w", s.ID, s.Name, kinded(err))
+	}
+	q := `INSERT INTO samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
+	if err := c.exec(ctx, gocql.LocalQuorum, q, args...); err != nil {
+		return fmt.Errorf("put metadata of sample %s (%s): %w", s.ID, s.Name, kinded(err))
+	}
+	return nil
+}
+
+// Get implements store.Store. With SpeculativeAfter on a cluster of several nodes, a read not
+// answered within that delay is sent again (token-aware routing with shuffled replicas
+// sends it to a replica picked anew) and the first answer wins; buf is then not used,
+// since the slower attempt may still be writing into its buffer after Get returns.
+//
+// The hedge is made here, not with gocql's speculative execution: in gocql 1.7 a
+// speculative attempt that finds no further host answers ErrNoConnections at once, and
+// that answer wins the race (query_executor.go, executeQuery and do).
+func (c *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
+	if c.cfg.SpeculativeAfter <= 0 || c.nodes < 2 {
+		return c.get(ctx, id, buf)
+	}
+	type result struct {
+		b   store.Blob
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // the losing attempt stops
+	results := make(chan result, 2)
+	attempt := func() {
+		b, err := c.get(ctx, id, nil)
+		results <- result{b, err}
+	}
+	go attempt()
+	hedge := time.NewTimer(c.cfg.SpeculativeAfter)
+	defer hedge.Stop()
+	running := 1
+	for {
+		select {
+		case <-hedge.C:
+			c.hedges.Add(1)
+			running++
+			go attempt()
+		case r := <-results:
+			running--
+			// A missing sample is an answer; a failure waits for the other attempt.
+			if r.err == nil || errors.Is(r.err, store.ErrNotFound) || running == 0 {
+				return r.b, r.err
+			}
+		}
+	}
+}
+
+// Hedges is how many blob reads were sent a second time (SpeculativeAfter).
+func (c *Store) Hedges() int64 { return c.hedges.Load() }
+
+func (c *Store) get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))
+	}
+	defer release()
+	b := store.Blob{Data: buf[:0]}
+	// Scanning into a non-nil []byte reuses its storage (gocql appends to v[:0]).
+	err = c.session.Query(`SELECT label, data FROM blobs WHERE id = ?`, gocql.UUID(id)).
+		WithContext(rctx).Idempotent(true).Scan(&b.Label, &b.Data)
+	if errors.Is(err, gocql.ErrNotFound) {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))
+	}
+	return b, nil
+}

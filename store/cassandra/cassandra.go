@@ -1,0 +1,203 @@
+// Package cassandra is the store.Store backend on Apache Cassandra or ScyllaDB, through
+// gocql (its v1 API, so the shard-aware github.com/scylladb/gocql can replace it with a
+// go.mod replace directive). It owns everything CQL: the schema, Cassandra's name rules
+// (ValidDatasetName), the classification of the driver's errors into store's kinds, and
+// hedged blob reads (store.Hedger). It is the only package of cassfs that imports gocql.
+//
+// # Data model
+//
+// A dataset is a keyspace. It holds these tables:
+//
+//   - blobs(id uuid PRIMARY KEY, label int, data blob): the encoded image with its label beside
+//     it, so one point read returns both. Not compressed: JPEG/PNG do not compress.
+//   - samples(id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, <user
+//     columns>): everything a listing needs without touching blobs. name is the original path
+//     relative to the dataset root ("<class>/<file>"); checksum is the SHA-256 of the blob. The
+//     user's metadata columns (patient_id, slide, ...) are text columns added on demand.
+//   - labels(label int PRIMARY KEY, name text): the class names.
+//   - splits((bucket), name): one row per stored split (its size, chunk count, a SHA-256 of
+//     its members and the generation holding them), all in one small partition so that a
+//     set of splits is created or replaced by one atomic, isolated batch (and "create only
+//     if absent" by one lightweight transaction). split_sets(id): the parameters and report
+//     of the splits made together. split_chunks((generation, chunk)): a split's member ids,
+//     packed 16 bytes each, SplitChunk ids per partition, so a split of millions of samples
+//     makes no huge partition. Chunks are written before the rows that point to them;
+//     replaced or deleted chunks are removed after.
+//
+// Put writes the blob, then the samples row (the commit marker of store's contract); Scan is
+// a parallel scan of the samples table over token sub-ranges, never touching blobs.
+//
+// # Deadlines and bounds
+//
+// Every request has the Config.Timeout deadline, retries included, and at most
+// Config.MaxInFlight requests are in flight at once (more wait): unbounded concurrency ends
+// in gocql's "no streams available".
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/gocql/gocql"
+)
+
+// Config configures a connection to one dataset.
+type Config struct {
+	// Hosts are contact points, "host" or "host:port"; the rest of the cluster is discovered.
+	Hosts []string
+	// Port is used for hosts without a port (default 9042).
+	Port int
+	// Dataset is the keyspace.
+	Dataset string
+	// Create makes a missing dataset (keyspace and tables) instead of failing with store.ErrNotFound.
+	Create bool
+	// ReplicationFactor of a created keyspace (SimpleStrategy, default 1).
+	ReplicationFactor int
+	// LocalDC, if set, keeps requests in that data centre (DCAwareRoundRobinPolicy).
+	LocalDC string
+	// Timeout bounds every request, retries included (default 10s).
+	Timeout time.Duration
+	// ConnectTimeout bounds connection set-up (default 5s).
+	ConnectTimeout time.Duration
+	// MaxInFlight bounds the requests this store has in flight at once (default 256); more
+	// waits. Unbounded concurrency ends in gocql's "no streams available".
+	MaxInFlight int
+	// NumConns is the number of connections per host (default 2).
+	NumConns int
+	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 256),
+	// and ScanParallel how many it reads at once (default 8).
+	ScanRanges, ScanParallel int
+	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
+	// clusters reached through NAT, a tunnel or a proxy.
+	AddressMap map[string]string
+	// SpeculativeAfter, if positive, sends a blob read that has not been answered after this
+	// long once more (to a replica picked anew), and takes whichever answer comes first: a
+	// slow or frozen replica then costs that delay instead of the whole Timeout. Only on
+	// clusters of more than one node (default 0: off).
+	SpeculativeAfter time.Duration
+	// TLS, if set, encrypts every connection and verifies the nodes' certificates.
+	TLS *TLSConfig
+	// Username and Password log in (PasswordAuthenticator); empty Username: no login.
+	Username, Password string
+	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
+	// what a latency-bound reader wants).
+	WriteCoalesceWait time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Port == 0 {
+		c.Port = 9042
+	}
+	if c.ReplicationFactor == 0 {
+		c.ReplicationFactor = 1
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 5 * time.Second
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	if c.NumConns == 0 {
+		c.NumConns = 2
+	}
+	if c.ScanRanges == 0 {
+		c.ScanRanges = 256
+	}
+	if c.ScanParallel == 0 {
+		c.ScanParallel = 8
+	}
+}
+
+// Cassandra is a Store on Apache Cassandra or ScyllaDB through gocql (v1 API, so the
+// shard-aware github.com/scylladb/gocql can replace it with a go.mod replace directive).
+type Store struct {
+	cfg     Config
+	session *gocql.Session
+	sem     chan struct{} // bounds requests in flight
+
+	mu      sync.Mutex
+	columns []string // guarded by mu; user columns of samples, sorted
+	// splitTables is set once the split tables are known to exist; guarded by mu.
+	splitTables bool
+	nodes       int          // nodes in the cluster when the store was opened
+	hedges      atomic.Int64 // blob reads sent a second time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the dataset cfg.Dataset. A missing dataset wraps store.ErrNotFound
+// unless cfg.Create is set, in which case the keyspace and tables are created.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.defaults()
+	if err := ValidDatasetName(cfg.Dataset); err != nil {
+		return nil, err
+	}
+	if len(cfg.Hosts) == 0 {
+		return nil, errors.New("no Cassandra hosts given")
+	}
+	// gocql fills its token-aware replica map only for the session's keyspace, so the
+	// keyspace must exist before the session that serves reads is created.
+	boot, err := newSession(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	err = ensureKeyspace(ctx, boot, cfg)
+	boot.Close()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newSession(cfg, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	c := &Store{cfg: cfg, session: s, sem: make(chan struct{}, cfg.MaxInFlight)}
+	if cfg.Create {
+		if err := c.createTables(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if _, err := c.Columns(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if c.nodes, err = c.countNodes(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// countNodes counts the cluster's nodes: the coordinator and its peers.
+func (c *Store) countNodes(ctx context.Context) (int, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT peer FROM system.peers`).WithContext(rctx).Idempotent(true).Iter()
+	n := 1
+	var peer net.IP
+	for iter.Scan(&peer) {
+		n++
+	}
+	if err := iter.Close(); err != nil {
+		return 0, fmt.Errorf("list the cluster's nodes: %w", err)
+	}
+	return n, nil
+}
+
+// Close implements store.Store.
+func (c *Store) Close() error {
+	c.session.Close()
+	return nil
+}

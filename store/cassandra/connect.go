@@ -1,0 +1,167 @@
+package cassandra
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/gocql/gocql"
+)
+
+// TLSConfig is how connections to the cluster are encrypted.
+type TLSConfig struct {
+	// CAFile holds the PEM certificates that sign the nodes' certificates (default: the
+	// system's roots). Nodes' certificates are always verified, names included.
+	CAFile string
+	// CertFile and KeyFile, both or neither, are a PEM client certificate and its key, for
+	// clusters that require client certificates.
+	CertFile, KeyFile string
+	// ServerName, if set, is the name node certificates must carry (default: the address
+	// connected to).
+	ServerName string
+}
+
+func (t *TLSConfig) config() (*tls.Config, error) {
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA file: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA file %s holds no PEM certificate", t.CAFile)
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, errors.New("a TLS client certificate needs both its certificate and its key file")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate %s with key %s: %w", t.CertFile, t.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+func newSession(cfg Config, keyspace string) (*gocql.Session, error) {
+	cl := gocql.NewCluster(cfg.Hosts...)
+	cl.Port = cfg.Port
+	cl.Keyspace = keyspace
+	// v1.7.0's protocol v5 support is beta and lacks v5 framing.
+	cl.ProtoVersion = 4
+	cl.Consistency = gocql.LocalOne
+	cl.Timeout = cfg.Timeout
+	cl.ConnectTimeout = cfg.ConnectTimeout
+	cl.NumConns = cfg.NumConns
+	cl.WriteCoalesceWaitTime = cfg.WriteCoalesceWait
+	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
+	// A node that comes back is used again within seconds, not gocql's default minute: a
+	// mount outlives outages, and with every node down nothing else would notice the return.
+	cl.ReconnectInterval = 2 * time.Second
+	var fallback gocql.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
+	if cfg.LocalDC != "" {
+		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
+	}
+	cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas())
+	if len(cfg.AddressMap) > 0 {
+		cl.AddressTranslator = gocql.AddressTranslatorFunc(func(addr net.IP, port int) (net.IP, int) {
+			to, ok := cfg.AddressMap[net.JoinHostPort(addr.String(), strconv.Itoa(port))]
+			if !ok {
+				return addr, port
+			}
+			h, p, err := net.SplitHostPort(to)
+			ip := net.ParseIP(h)
+			pn, perr := strconv.Atoi(p)
+			if err != nil || ip == nil || perr != nil {
+				return addr, port // validated by the caller; never reached
+			}
+			return ip, pn
+		})
+	}
+	// Blobs are JPEG/PNG: compression would cost CPU and save nothing.
+	cl.Compressor = nil
+	if cfg.TLS != nil {
+		tc, err := cfg.TLS.config()
+		if err != nil {
+			return nil, err
+		}
+		// EnableHostVerification: gocql otherwise skips verifying the chain as well.
+		cl.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: true}
+	}
+	if cfg.Username != "" {
+		cl.Authenticator = gocql.PasswordAuthenticator{Username: cfg.Username, Password: cfg.Password}
+	}
+	s, err := cl.CreateSession()
+	if err != nil {
+		return nil, connectError(cfg, err)
+	}
+	return s, nil
+}
+
+// connectError says why a session could not be made, and what to check. The password
+// never appears in it.
+//
+// gocql 1.7 flattens the causes of a failed session into text ("unable to connect to
+// initial hosts: %v", control.go; "unable to create session: %v", session.go), so after
+// errors.As, the cause is recognised by the messages of crypto/tls, crypto/x509 and
+// Cassandra's authenticator.
+func connectError(cfg Config, err error) error {
+	at := strings.Join(cfg.Hosts, ",")
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var certErr *tls.CertificateVerificationError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &certErr) && errors.As(certErr.Err, &unknownCA),
+		strings.Contains(msg, "certificate signed by unknown authority"):
+		return fmt.Errorf("connect to Cassandra at %s over TLS: the nodes' certificate is not signed by a CA in --tls-ca (%s): %w", at, cfg.TLS.CAFile, err)
+	case errors.As(err, &hostErr), strings.Contains(msg, "certificate is valid for"):
+		return fmt.Errorf("connect to Cassandra at %s over TLS: the nodes' certificate does not name the address connected to (set --tls-server-name to the name it carries): %w", at, err)
+	case strings.Contains(msg, "Provided username") || strings.Contains(msg, "authentication") || strings.Contains(msg, "Authentication"):
+		if cfg.Username == "" {
+			return fmt.Errorf("connect to Cassandra at %s: the cluster requires a login: give --username and the password in $CASSFS_PASSWORD or --password-file: %w", at, err)
+		}
+		return fmt.Errorf("connect to Cassandra at %s: login as %q refused: check the password ($CASSFS_PASSWORD or --password-file): %w", at, cfg.Username, err)
+	case strings.Contains(msg, "tls: certificate required"):
+		return fmt.Errorf("connect to Cassandra at %s: the cluster requires a client certificate: give --tls-cert and --tls-key: %w", at, err)
+	case cfg.TLS == nil && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")):
+		return fmt.Errorf("connect to Cassandra at %s: the connection was closed at once; does the cluster require TLS (--tls-ca)? %w", at, err)
+	}
+	return fmt.Errorf("connect to Cassandra at %s: %w (is it running and reachable? see --hosts)", at, err)
+}
+
+func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg Config) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var name string
+	err := s.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, cfg.Dataset).
+		WithContext(ctx).Scan(&name)
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, gocql.ErrNotFound):
+		return fmt.Errorf("look up dataset %q: %w", cfg.Dataset, err)
+	case !cfg.Create:
+		return fmt.Errorf("dataset %q: %w (ingest creates it)", cfg.Dataset, store.ErrNotFound)
+	}
+	// Dataset names are validated identifiers, so formatting them into CQL is safe.
+	q := fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
+		cfg.Dataset, cfg.ReplicationFactor)
+	ctx, cancel = context.WithTimeout(context.Background(), 2*cfg.Timeout)
+	defer cancel()
+	if err := s.Query(q).WithContext(ctx).Exec(); err != nil {
+		return fmt.Errorf("create dataset %q: %w", cfg.Dataset, err)
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package cassandra
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/gocql/gocql"
+)
+
+func (c *Store) createTables(ctx context.Context) error {
+	for _, q := range append([]string{
+		// Blobs do not compress; the label sits beside the data so one read returns both.
+		`CREATE TABLE IF NOT EXISTS blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
+		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob)`,
+		`CREATE TABLE IF NOT EXISTS labels (label int PRIMARY KEY, name text)`,
+	}, splitTables...) {
+		if err := c.ddl(ctx, q); err != nil {
+			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
+		}
+	}
+	return nil
+}
+
+func (c *Store) ddl(ctx context.Context, q string) error {
+	// Schema changes wait for schema agreement across nodes; allow more than a read.
+	ctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
+	defer cancel()
+	return c.session.Query(q).WithContext(ctx).Exec()
+}
+
+// Dataset implements store.Store.
+func (c *Store) Dataset() string { return c.cfg.Dataset }
+
+// acquire takes a slot of the in-flight bound and returns a context with the per-request
+// deadline; release must be called when the request is done.
+func (c *Store) acquire(ctx context.Context) (context.Context, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	select {
+	case c.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	return rctx, func() { cancel(); <-c.sem }, nil
+}
+
+// AddColumns implements store.Store.
+func (c *Store) AddColumns(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if err := store.ValidColumnName(n); err != nil {
+			return err
+		}
+	}
+	have, err := c.Columns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if slices.Contains(have, n) {
+			continue
+		}
+		// n is a validated identifier.
+		if err := c.ddl(ctx, fmt.Sprintf(`ALTER TABLE samples ADD %s text`, n)); err != nil {
+			// Another ingest may have added it meanwhile; only the schema can tell.
+			now, cerr := c.Columns(ctx)
+			if cerr != nil || !slices.Contains(now, n) {
+				return fmt.Errorf("add metadata column %q to dataset %q: %w", n, c.cfg.Dataset, kinded(err))
+			}
+		}
+	}
+	_, err = c.Columns(ctx)
+	return err
+}
+
+// Columns implements store.Store.
+func (c *Store) Columns(ctx context.Context) ([]string, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'samples'`,
+		c.cfg.Dataset).WithContext(rctx).Iter()
+	var cols []string
+	var name string
+	for iter.Scan(&name) {
+		if !slices.Contains(store.BuiltinColumns, name) {
+			cols = append(cols, name)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read columns of dataset %q: %w", c.cfg.Dataset, kinded(err))
+	}
+	slices.Sort(cols)
+	c.mu.Lock()
+	c.columns = cols
+	c.mu.Unlock()
+	return slices.Clone(cols), nil
+}
+
+// SetLabels implements store.Store.
+func (c *Store) SetLabels(ctx context.Context, names []string) error {
+	for i, n := range names {
+		if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO labels (label, name) VALUES (?, ?)`, i, n); err != nil {
+			return fmt.Errorf("store label %d (%q) of dataset %q: %w", i, n, c.cfg.Dataset, kinded(err))
+		}
+	}
+	return nil
+}
+
+// Labels implements store.Store.
+func (c *Store) Labels(ctx context.Context) ([]string, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	iter := c.session.Query(`SELECT label, name FROM labels`).WithContext(rctx).Idempotent(true).Iter()
+	byLabel := map[int]string{}
+	var label int
+	var name string
+	for iter.Scan(&label, &name) {
+		byLabel[label] = name
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("read labels of dataset %q: %w", c.cfg.Dataset, kinded(err))
+	}
+	out := make([]string, len(byLabel))
+	for l, n := range byLabel {
+		if l < 0 || l >= len(out) {
+			return nil, fmt.Errorf("dataset %q: labels are not numbered 0..%d (found %d)", c.cfg.Dataset, len(out)-1, l)
+		}
+		out[l] = n
+	}
+	return out, nil
+}
+
+func (c *Store) exec(ctx context.Context, cons gocql.Consistency, q string, args ...any) error {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	// Every write here is idempotent: the same id always gets the same content.
+	return c.session.Query(q, args...).WithContext(rctx).Consistency(cons).Idempotent(true).Exec()
+}

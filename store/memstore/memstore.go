@@ -1,0 +1,282 @@
+// Package memstore is an in-memory store.Store for tests: a dataset in maps, with
+// injectable latency and failures (Options) to emulate round trips, stragglers and faults,
+// and hooks to damage it (DeleteSample). It passes the same conformance suite
+// (store/storetest) as the Cassandra backend, so it cannot drift from the real thing. It
+// knows nothing of FUSE or CQL.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// Options configure an in-memory store.
+type Options struct {
+	// Latency, if set, is called once per Get and the call waits that long (or until its
+	// context ends) before answering: a way to emulate round trips and stragglers.
+	Latency func(id uuid.UUID) time.Duration
+	// FailGet, if set, makes Get return its error for the ids it chooses.
+	FailGet func(id uuid.UUID) error
+}
+
+// Store is an in-memory dataset. It copies data in and out, so callers may reuse their
+// buffers.
+type Store struct {
+	dataset string
+	opts    Options
+
+	mu      sync.Mutex
+	blobs   map[uuid.UUID]store.Blob   // guarded by mu
+	samples map[uuid.UUID]store.Sample // guarded by mu
+	columns map[string]bool            // guarded by mu
+	labels  []string                   // guarded by mu
+	gets    int                        // guarded by mu
+	splits  map[string]memSplit        // guarded by mu
+}
+
+type memSplit struct {
+	info    store.SplitInfo
+	members []uuid.UUID
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty in-memory dataset.
+func New(dataset string, opts Options) *Store {
+	return &Store{
+		dataset: dataset,
+		opts:    opts,
+		blobs:   map[uuid.UUID]store.Blob{},
+		samples: map[uuid.UUID]store.Sample{},
+		columns: map[string]bool{},
+		splits:  map[string]memSplit{},
+	}
+}
+
+// Dataset implements store.Store.
+func (m *Store) Dataset() string { return m.dataset }
+
+// AddColumns implements store.Store.
+func (m *Store) AddColumns(ctx context.Context, names []string) error {
+	for _, n := range names {
+		if err := store.ValidColumnName(n); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		m.columns[n] = true
+	}
+	return nil
+}
+
+// Columns implements store.Store.
+func (m *Store) Columns(ctx context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for c := range m.columns {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// SetLabels implements store.Store.
+func (m *Store) SetLabels(ctx context.Context, names []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.labels = slices.Clone(names)
+	return nil
+}
+
+// Labels implements store.Store.
+func (m *Store) Labels(ctx context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.labels), nil
+}
+
+// Put implements store.Store.
+func (m *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
+	if err := store.CheckPut(s, data); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range s.Meta {
+		if !m.columns[k] {
+			return fmt.Errorf("put sample %s: unknown metadata column %q", s.ID, k)
+		}
+	}
+	m.blobs[s.ID] = store.Blob{Label: s.Label, Data: slices.Clone(data)}
+	s.Meta = cloneMeta(s.Meta)
+	m.samples[s.ID] = s
+	return nil
+}
+
+// Get implements store.Store.
+func (m *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
+	m.mu.Lock()
+	m.gets++
+	m.mu.Unlock()
+	if m.opts.Latency != nil {
+		t := time.NewTimer(m.opts.Latency(id))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return store.Blob{}, fmt.Errorf("get sample %s: %w", id, ctx.Err())
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, err)
+	}
+	if m.opts.FailGet != nil {
+		if err := m.opts.FailGet(id); err != nil {
+			return store.Blob{}, fmt.Errorf("get sample %s: %w", id, err)
+		}
+	}
+	m.mu.Lock()
+	b, ok := m.blobs[id]
+	m.mu.Unlock()
+	if !ok {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)
+	}
+	return store.Blob{Label: b.Label, Data: append(buf[:0], b.Data...)}, nil
+}
+
+// Gets counts the calls to Get so far (for tests of deduplication).
+func (m *Store) Gets() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gets
+}
+
+// Scan implements store.Store.
+func (m *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
+	m.mu.Lock()
+	all := make([]store.Sample, 0, len(m.samples))
+	for _, s := range m.samples {
+		s.Meta = cloneMeta(s.Meta)
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (m *Store) Close() error { return nil }
+
+// DeleteSample removes a sample's metadata row, or its blob only, to simulate damage in tests.
+func (m *Store) DeleteSample(id uuid.UUID, blobOnly bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.blobs, id)
+	if !blobOnly {
+		delete(m.samples, id)
+	}
+}
+
+func cloneMeta(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// PutSplits implements store.Store.
+func (m *Store) PutSplits(ctx context.Context, splits []store.NewSplit, params, report string, replace bool) error {
+	if err := store.CheckSplits(splits); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !replace {
+		for _, s := range splits {
+			if _, ok := m.splits[s.Name]; ok {
+				return fmt.Errorf("split %q: %w", s.Name, store.ErrExists)
+			}
+		}
+	}
+	set, now := uuid.New(), time.Now().UTC().Truncate(time.Millisecond)
+	for _, s := range splits {
+		m.splits[s.Name] = memSplit{
+			info:    store.SplitInfo{Name: s.Name, Size: len(s.Members), Set: set, Created: now, Params: params, Report: report},
+			members: slices.Clone(s.Members),
+		}
+	}
+	return nil
+}
+
+// Splits implements store.Store.
+func (m *Store) Splits(ctx context.Context) ([]store.SplitInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.SplitInfo
+	for _, s := range m.splits {
+		out = append(out, s.info)
+	}
+	slices.SortFunc(out, func(a, b store.SplitInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// SplitMembers implements store.Store.
+func (m *Store) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.splits[name]
+	if !ok {
+		return nil, fmt.Errorf("split %q of dataset %q: %w", name, m.dataset, store.ErrNotFound)
+	}
+	return slices.Clone(s.members), nil
+}
+
+// DeleteSplits implements store.Store.
+func (m *Store) DeleteSplits(ctx context.Context, names []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		if _, ok := m.splits[n]; !ok {
+			return fmt.Errorf("split %q of dataset %q: %w", n, m.dataset, store.ErrNotFound)
+		}
+	}
+	for _, n := range names {
+		delete(m.splits, n)
+	}
+	return nil
+}

@@ -1,0 +1,13 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/store/storetest"
+)
+
+func TestMemoryConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return memstore.New("test", memstore.Options{}) })
+}

@@ -1,0 +1,335 @@
+// Package view is the filesystem-free core of a mount: what each directory of a mounted
+// dataset shows and which sample each name means. It owns the epoch views of every split
+// under one key, the name scheme (epoch directories, class directories, the position
+// prefix of entry names, file_list.txt lines, by-uuid names) and the binding of names to
+// samples (strict or arrival), and it tells the prefetcher where readers are. The FUSE
+// adapter (package fs) only translates what this package answers into nodes, entries,
+// attributes and errnos; everything here is tested without a mount.
+//
+// It must not know FUSE or CQL: it works on the in-memory index (splits.Index) and talks
+// to the prefetcher through prefetch.Stream.
+//
+// # Views
+//
+// A Key names one epoch view: a split, an epoch N and a start position K (0 for the whole
+// epoch; K > 0 for epoch-N@K, the epoch resumed at position K). Set.Epoch returns the view
+// of a key — the epoch's order restricted to the mount's shard, its samples by class and
+// the file list — computed once on first use and kept in an LRU of Config.EpochViews views
+// (each costs 8 bytes per sample of its split); an evicted view is recomputed when used
+// again. Computing a view (a permutation of the whole split) takes no lock shared with
+// other keys.
+//
+// # Names
+//
+// Within an epoch, the entry of the sample at position p is "<p>_<name>", with p
+// zero-padded to the width of the epoch's last position, so that names sort bytewise in
+// epoch order, and a resumed view shows the same names as the whole one. Class directories
+// are named by ClassNames; file_list.txt holds "<class>/<entry> <label>" per position, in
+// epoch order (DALI's file_list format).
+//
+// # Binding
+//
+// A Mode chooses how a name of a class directory is bound to a sample when it is looked
+// up. Strict: always the sample at its position (the documented permutation, reproducible).
+// Arrival: on its first lookup, a sample of the same label, not yet bound in this epoch,
+// that has already arrived in the cache — the filesystem form of out-of-order assembly
+// (Versaci and Busonera, "Hiding Latencies in Network-Based Image Loading for Deep
+// Learning", 2025), so no reader waits behind a straggler. If none has arrived, the
+// earliest unbound sample of that label in the epoch's order: the one the prefetcher asked
+// for first, so the one most likely to arrive next.
+//
+// Arrival's invariants: each position binds exactly one sample and keeps it (the kernel
+// learns the size at LOOKUP; content never changes under a name); a sample is bound at
+// most once per epoch; a class directory of k names binds exactly its label's k samples. So
+// every sample appears exactly once per epoch with its label. Listing binds nothing: the
+// adapter must not look up listed names by itself (READDIRPLUS) under arrival binding.
+// Bindings live with the epoch's view: a reader that returns to an epoch evicted since may
+// see names bound anew; names it already looked up keep their inodes in the kernel.
+//
+// # Streams
+//
+// Each split a reader walks is a stream for the prefetcher: the whole split's epochs one
+// after another, or, for a resumed view epoch-N@K, the rest of epoch N followed by whole
+// epochs. Every lookup of a sample in an epoch's class directory reports the stream and the
+// epoch to Config.Progress, which pulls the epochs' orders from the stream when it needs
+// them.
+//
+// # Concurrency
+//
+// A Set and its Epochs are safe for concurrent use. Locks: Set.mu guards the view LRU and
+// the stream map and is held for map operations only; each Epoch's binding has a lock of
+// its own, held while it asks Config.Arrived (which must not call back into this package).
+package view
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"sync"
+
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// Mode is how names are bound to samples: Strict or Arrival. It is a flag value
+// (String/Set/Type), parsed once at the command line and carried down.
+type Mode int
+
+const (
+	// Strict binds every name to the sample at its position.
+	Strict Mode = iota
+	// Arrival binds a name, on first lookup, to an arrived sample of its class.
+	Arrival
+)
+
+// String is the mode's name on the command line.
+func (m Mode) String() string {
+	if m == Arrival {
+		return "arrival"
+	}
+	return "strict"
+}
+
+// Set parses "strict" or "arrival".
+func (m *Mode) Set(s string) error {
+	switch s {
+	case "strict":
+		*m = Strict
+	case "arrival":
+		*m = Arrival
+	default:
+		return fmt.Errorf("%q: use strict or arrival", s)
+	}
+	return nil
+}
+
+// Type names the flag's value in help texts.
+func (m *Mode) Type() string { return "mode" }
+
+// Progress learns which epoch readers are in: prefetch.Prefetcher.
+type Progress interface {
+	Access(s prefetch.Stream, epoch uint64)
+}
+
+// Config describes what a mount shows.
+type Config struct {
+	Index  *splits.Index
+	Splits []*splits.Split // one directory each; names must be unique
+	Seed   uint64          // seed of the epoch permutations
+	// Shard, if set, makes every epoch view show only this rank's part of the epoch
+	// (splits.Shard).
+	Shard splits.Shard
+	// EpochViews bounds how many epoch views are kept in memory (default 4).
+	EpochViews int
+	// Mode binds names to samples (default Strict).
+	Mode Mode
+	// Arrived reports whether sample i's blob is at hand (the cache has it); required for
+	// Arrival.
+	Arrived func(i uint32) bool
+	// Progress, if set, is told of every lookup of a sample in an epoch view.
+	Progress Progress
+}
+
+// Key names one epoch view: epoch Epoch of split Split, from position Start on.
+type Key struct {
+	Split string
+	Epoch uint64
+	Start uint32
+}
+
+// Set is every view of one mount.
+type Set struct {
+	cfg        Config
+	ix         *splits.Index
+	byName     map[string]*splits.Split
+	classNames []string
+	binding    binding
+
+	mu      sync.Mutex
+	views   *simplelru.LRU[Key, *slot] // guarded by mu
+	streams map[streamKey]*Stream      // guarded by mu
+}
+
+// slot holds one view, computed once by whoever asks first.
+type slot struct {
+	once sync.Once
+	e    *Epoch
+}
+
+type streamKey struct {
+	split string
+	start uint32
+}
+
+// New returns the views of cfg's splits.
+func New(cfg Config) *Set {
+	if cfg.EpochViews <= 0 {
+		cfg.EpochViews = 4
+	}
+	views, _ := simplelru.NewLRU[Key, *slot](cfg.EpochViews, nil)
+	s := &Set{
+		cfg:        cfg,
+		ix:         cfg.Index,
+		byName:     map[string]*splits.Split{},
+		classNames: ClassNames(cfg.Index.Labels()),
+		views:      views,
+		streams:    map[streamKey]*Stream{},
+		binding:    strictBinding{},
+	}
+	if cfg.Mode == Arrival {
+		s.binding = &arrivalBinding{arrived: cfg.Arrived}
+	}
+	for _, sp := range cfg.Splits {
+		s.byName[sp.Name] = sp
+	}
+	return s
+}
+
+// Index is the dataset's index.
+func (s *Set) Index() *splits.Index { return s.ix }
+
+// Mode is how names are bound.
+func (s *Set) Mode() Mode { return s.cfg.Mode }
+
+// Splits are the splits shown, in the order given.
+func (s *Set) Splits() []*splits.Split { return s.cfg.Splits }
+
+// Split returns the split called name.
+func (s *Set) Split(name string) (*splits.Split, bool) {
+	sp, ok := s.byName[name]
+	return sp, ok
+}
+
+// ClassNames is the directory name of each label.
+func (s *Set) ClassNames() []string { return s.classNames }
+
+// Class returns the label whose class directory is called name.
+func (s *Set) Class(name string) (int, bool) {
+	for l, n := range s.classNames {
+		if n == name {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// EpochKey resolves an epoch directory's name in split: "epoch-<N>" or "epoch-<N>@<K>",
+// with K at most the length of the shard's epoch (at the end is an empty view).
+func (s *Set) EpochKey(split, name string) (Key, bool) {
+	sp, ok := s.byName[split]
+	if !ok {
+		return Key{}, false
+	}
+	n, start, ok := ParseEpochName(name)
+	if !ok || uint64(start) > uint64(s.cfg.Shard.Len(len(sp.Members))) {
+		return Key{}, false
+	}
+	return Key{Split: split, Epoch: n, Start: start}, true
+}
+
+// Epoch returns the view of k, which must name a split of the set and a start within its
+// epoch (EpochKey checks both).
+func (s *Set) Epoch(k Key) *Epoch {
+	s.mu.Lock()
+	sl, ok := s.views.Get(k)
+	if !ok {
+		sl = &slot{}
+		s.views.Add(k, sl)
+	}
+	s.mu.Unlock()
+	// The permutation is computed outside mu: other keys are not held up, and lookups of
+	// this one wait for the first.
+	sl.once.Do(func() { sl.e = s.newEpoch(k) })
+	return sl.e
+}
+
+func (s *Set) newEpoch(k Key) *Epoch {
+	sp := s.byName[k.Split]
+	e := splits.NewEpoch(s.ix, sp, s.cfg.Seed, k.Epoch, splits.View{Shard: s.cfg.Shard, Start: k.Start})
+	return &Epoch{Epoch: e, Key: k, set: s, width: len(strconv.Itoa(max(int(e.Len)-1, 0))), stream: s.stream(sp, k)}
+}
+
+// stream returns the prefetch stream an epoch view belongs to.
+func (s *Set) stream(sp *splits.Split, k Key) *Stream {
+	sk := streamKey{sp.Name, k.Start}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.streams[sk]
+	if st == nil {
+		name := sp.Name
+		if k.Start > 0 {
+			name += "@" + strconv.FormatUint(uint64(k.Start), 10)
+		}
+		// A resumed view is a stream of its own whose first epoch is the rest of the epoch
+		// it was first looked up in; it continues into whole epochs.
+		st = &Stream{set: s, split: sp.Name, start: k.Start, first: k.Epoch, name: name}
+		s.streams[sk] = st
+	}
+	return st
+}
+
+// Lookup resolves the entry name in the class directory of label in view e: the sample it
+// shows, bound now if this is the name's first lookup. It reports the access to the
+// prefetcher. A name that is not in the directory is false.
+func (s *Set) Lookup(e *Epoch, label int, name string) (uint32, bool) {
+	pos, ok := ParseEntryPos(name, e.width)
+	if !ok || pos < e.Start || pos >= e.Len {
+		return 0, false
+	}
+	k := pos - e.Start
+	i := e.Order[k]
+	if s.ix.Label(i) != label || name[e.width+1:] != s.ix.Name(i) {
+		return 0, false
+	}
+	if s.cfg.Progress != nil {
+		s.cfg.Progress.Access(e.stream, e.N)
+	}
+	return s.binding.bind(e, k), true
+}
+
+// UUIDName is sample i's name in by-uuid: its id and its file name's extension.
+func (s *Set) UUIDName(i uint32) string {
+	return s.ix.ID(i).String() + path.Ext(s.ix.Name(i))
+}
+
+// Stream is the prefetch stream of a split (or of a resumed view of it): it implements
+// prefetch.Stream over the set's views.
+type Stream struct {
+	set   *Set
+	split string
+	start uint32 // > 0: a resumed view
+	first uint64 // the epoch a resumed view resumes
+	name  string
+}
+
+var _ prefetch.Stream = (*Stream)(nil)
+
+// Name is "<split>" or "<split>@<start>".
+func (st *Stream) Name() string { return st.name }
+
+// Order is the canonical sample of each position of the stream's epoch.
+func (st *Stream) Order(epoch uint64) []uint32 {
+	start := uint32(0)
+	if epoch == st.first {
+		start = st.start
+	}
+	return st.set.Epoch(Key{Split: st.split, Epoch: epoch, Start: start}).Order
+}
+
+// Epoch is one view of one epoch of one split.
+type Epoch struct {
+	*splits.Epoch
+	Key    Key
+	set    *Set
+	width  int // digits of the position prefix
+	stream *Stream
+
+	listOnce sync.Once
+	listSize int64 // size of file_list.txt
+	lineOnce sync.Once
+	lineEnd  []uint64 // lineEnd[k] = offset just past line k of file_list.txt
+
+	bindOnce sync.Once
+	bound    *arrivalState // arrival bindings, made on first use
+}
