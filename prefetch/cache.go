@@ -292,3 +292,38 @@ func (c *Cache) Close() {
 	c.cancel()
 	c.wg.Wait()
 }
+
+// checkInvariants reports the first way the cache's state contradicts itself, from what it
+// actually holds rather than its own counters: the bytes of its entries against bytes,
+// freshBytes and the bound, an entry both fresh and used, in flight and cached at once, or
+// reservations without prefetches. Tests call it; it takes the lock.
+func (c *Cache) checkInvariants() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var fresh, used int64
+	for _, i := range c.fresh.Keys() {
+		data, _ := c.fresh.Peek(i)
+		fresh += int64(len(data))
+		if c.used.Contains(i) {
+			return fmt.Errorf("sample %d is both fresh and used", i)
+		}
+		if c.inflight[i] != nil {
+			return fmt.Errorf("sample %d is cached and in flight", i)
+		}
+	}
+	for _, i := range c.used.Keys() {
+		data, _ := c.used.Peek(i)
+		used += int64(len(data))
+	}
+	switch {
+	case fresh+used != c.bytes:
+		return fmt.Errorf("entries hold %d bytes (%d fresh, %d used), the counter says %d", fresh+used, fresh, used, c.bytes)
+	case fresh != c.freshBytes:
+		return fmt.Errorf("fresh entries hold %d bytes, the counter says %d", fresh, c.freshBytes)
+	case fresh+used > c.maxBytes:
+		return fmt.Errorf("entries hold %d bytes, over the bound of %d", fresh+used, c.maxBytes)
+	case c.prefetches == 0 && c.reserved != 0, c.reserved < 0, c.prefetches < 0:
+		return fmt.Errorf("%d bytes reserved by %d prefetches in flight", c.reserved, c.prefetches)
+	}
+	return nil
+}

@@ -41,9 +41,7 @@ func TestConcurrentGetsShareOneFetch(t *testing.T) {
 		}()
 	}
 	// Wait until all 50 joined the one fetch, then let it finish.
-	for c.Stats().Misses+c.Stats().Waits < 50 {
-		runtime.Gosched()
-	}
+	waitFor(t, "50 Gets to join", func() bool { return c.Stats().Misses+c.Stats().Waits >= 50 })
 	close(release)
 	wg.Wait()
 	if n := fetches.Load(); n != 1 {
@@ -65,8 +63,8 @@ func TestByteBoundHolds(t *testing.T) {
 		if err != nil || data[0] != byte(i%60) {
 			t.Fatalf("Get(%d): wrong content or %v", i%60, err)
 		}
-		if s := c.Stats(); s.Bytes > bound {
-			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+		if err := c.checkInvariants(); err != nil {
+			t.Fatalf("after Get(%d): %v", i%60, err)
 		}
 	}
 	if c.Stats().Evictions == 0 {
@@ -78,8 +76,11 @@ func TestByteBoundHolds(t *testing.T) {
 	if data, err := big.Get(context.Background(), 1); err != nil || len(data) != 2*bound {
 		t.Fatalf("oversized Get: %d bytes, %v", len(data), err)
 	}
-	if s := big.Stats(); s.Bytes != 0 {
-		t.Errorf("oversized blob cached: %d bytes", s.Bytes)
+	if s := big.Stats(); s.Bytes != 0 || s.Entries != 0 {
+		t.Errorf("oversized blob cached: %d bytes in %d entries", s.Bytes, s.Entries)
+	}
+	if err := big.checkInvariants(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -95,9 +96,7 @@ func TestFailureIsShared(t *testing.T) {
 	for range 10 {
 		go func() { _, err := c.Get(context.Background(), 3); errs <- err }()
 	}
-	for c.Stats().Misses+c.Stats().Waits < 10 {
-		runtime.Gosched()
-	}
+	waitFor(t, "10 Gets to join", func() bool { return c.Stats().Misses+c.Stats().Waits >= 10 })
 	close(release)
 	for range 10 {
 		err := <-errs
@@ -143,14 +142,10 @@ func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error)
 	go func() { _, err := c.Get(ctx, 1); first <- err }()
-	for c.Stats().Misses < 1 {
-		runtime.Gosched()
-	}
+	waitFor(t, "the first Get to fetch", func() bool { return c.Stats().Misses >= 1 })
 	second := make(chan error)
 	go func() { _, err := c.Get(context.Background(), 1); second <- err }()
-	for c.Stats().Waits < 1 {
-		runtime.Gosched()
-	}
+	waitFor(t, "the second Get to join", func() bool { return c.Stats().Waits >= 1 })
 	cancel()
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Get: %v, want context.Canceled", err)
@@ -172,9 +167,7 @@ func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Get(context.Background(), i) }()
 	}
-	for c.Stats().InFlight < 20 {
-		runtime.Gosched()
-	}
+	waitFor(t, "20 fetches in flight", func() bool { return c.Stats().InFlight >= 20 })
 	c.Close()
 	wg.Wait()
 	if _, err := c.Get(context.Background(), 1); err == nil {
@@ -224,14 +217,23 @@ func TestFailedPrefetchIsForgotten(t *testing.T) {
 	if !c.Prefetch(5, 4, 8, 0, nil) {
 		t.Fatal("Prefetch refused")
 	}
-	for c.Stats().FetchErrors == 0 {
-		runtime.Gosched()
-	}
-	for c.Stats().InFlight != 0 {
-		runtime.Gosched()
-	}
+	waitFor(t, "the prefetch to fail", func() bool { return c.Stats().FetchErrors > 0 })
+	waitFor(t, "no fetch in flight", func() bool { return c.Stats().InFlight == 0 })
 	data, err := c.Get(context.Background(), 5)
 	if err != nil || len(data) != 4 || calls.Load() != 2 {
 		t.Errorf("Get after a failed prefetch: %v, %d bytes, %d fetches; want the blob from a second fetch", err, len(data), calls.Load())
+	}
+}
+
+// waitFor waits until cond holds, failing the test after 10 s instead of spinning until
+// the test binary's timeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		runtime.Gosched()
 	}
 }

@@ -178,9 +178,8 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 	order := rotated(n)
 	for pos := range n {
 		p.Access(order, 0)
-		s := c.Stats()
-		if s.Bytes > bound {
-			t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+		if err := c.checkInvariants(); err != nil {
+			t.Fatalf("position %d: %v", pos, err)
 		}
 		i := order.Order(0)[pos]
 		data, err := c.Get(context.Background(), i)
@@ -197,8 +196,8 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 		}
 	}
 	settle(t, c)
-	if s := c.Stats(); s.Bytes > bound {
-		t.Fatalf("cache holds %d bytes, bound %d", s.Bytes, bound)
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
 	}
 	if got := c.Stats().Misses; got > 0 {
 		t.Errorf("%d demand misses; the prefetcher should have kept ahead", got)
@@ -335,6 +334,9 @@ func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 	}
 	if c.Has(0) || c.Has(1) {
 		t.Error("used blobs were kept over a fresh one")
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
 	}
 	if f.total.Load() != 14 {
 		t.Errorf("%d fetches, want 14 (the re-prefetch of a cached blob fetches nothing)", f.total.Load())
