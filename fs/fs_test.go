@@ -41,7 +41,7 @@ func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *f
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
-	st.SetLabels(ctx, classes)
+	check(t, st.SetLabels(ctx, classes))
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
 		c := (i * 7 / 3) % len(classes)
@@ -427,26 +427,43 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
+// TestConcurrentReadsFetchOnce: READs of different parts of one file arrive at once (the
+// kernel's page locks only serialize reads of the same page), and all of them share one
+// fetch of the blob.
 func TestConcurrentReadsFetchOnce(t *testing.T) {
-	f := newFixture(t, 30, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return 20 * time.Millisecond }})
-	mnt := f.mount(t, mountOpts{})
-	dir := filepath.Join(mnt, "all", "epoch-0", "dog")
-	names, _ := readNames(t, dir)
+	ctx := context.Background()
+	st := memstore.New("test", memstore.Options{Latency: func(uuid.UUID) time.Duration { return 50 * time.Millisecond }})
+	check(t, st.SetLabels(ctx, []string{"big"}))
+	const size, files, parts = 1 << 20, 6, 8
+	for i := range files {
+		name := fmt.Sprintf("big/%d.raw", i)
+		data := bytes.Repeat([]byte{byte(i)}, size)
+		check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data))
+	}
+	ix, err := splits.LoadIndex(ctx, st)
+	check(t, err)
+	f := &fixture{st: st, ix: ix}
+	mnt := f.mount(t, mountOpts{cache: prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 64 << 20})})
+	dir := filepath.Join(mnt, "by-uuid")
 	var wg sync.WaitGroup
-	for range 8 {
-		for _, name := range names {
+	for i := range uint32(files) {
+		fh, err := os.Open(filepath.Join(dir, f.ix.ID(i).String()+".raw"))
+		check(t, err)
+		defer fh.Close()
+		for k := range parts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if _, err := os.ReadFile(filepath.Join(dir, name)); err != nil {
-					t.Error(err)
+				buf := make([]byte, 4096)
+				if _, err := fh.ReadAt(buf, int64(k)*size/parts); err != nil || buf[0] != byte(f.ix.Name(i)[0]-'0') {
+					t.Errorf("file %d at %d: %v, byte %d", i, k*size/parts, err, buf[0])
 				}
 			}()
 		}
 	}
 	wg.Wait()
-	if got := f.st.Gets(); got != len(names) {
-		t.Errorf("8 readers of %d files made %d fetches, want %d", len(names), got, len(names))
+	if got := st.Gets(); got != files {
+		t.Errorf("%d readers each of %d files made %d fetches, want %d", parts, files, got, files)
 	}
 }
 
@@ -783,5 +800,13 @@ func TestResumedShard(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-0@18")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("epoch-0@18, past the shard's 17: got %v, want ENOENT", err)
+	}
+}
+
+// check fails the test if err is not nil.
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

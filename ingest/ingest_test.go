@@ -12,6 +12,7 @@ import (
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/google/uuid"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
@@ -67,7 +68,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 			t.Errorf("%s: id is not derived from dataset and path", name)
 		}
 	}
-	labels, _ := st.Labels(context.Background())
+	labels := must(st.Labels(context.Background()))(t)
 	if !slices.Equal(labels, rep.Classes) {
 		t.Errorf("stored labels %q, want %q", labels, rep.Classes)
 	}
@@ -76,7 +77,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
 	csvPath := filepath.Join(t.TempDir(), "m.csv")
-	os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644)
+	check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, CSV: csvPath, Workers: 3})
 	if err != nil || rep.Written != 3 {
@@ -86,7 +87,7 @@ func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	if err != nil || rep.Written != 0 || rep.Unchanged != 3 {
 		t.Fatalf("second run: written %d unchanged %d (%v), want 0 and 3", rep.Written, rep.Unchanged, err)
 	}
-	os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644)
+	check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644))
 	rep, err = run(t, st, Options{Root: root, CSV: csvPath})
 	if err != nil || rep.Written != 1 || rep.Unchanged != 2 {
 		t.Fatalf("run with changed metadata: written %d unchanged %d (%v), want 1 and 2", rep.Written, rep.Unchanged, err)
@@ -106,7 +107,7 @@ func TestCSVErrorsWriteNothing(t *testing.T) {
 		"path,x\n./a/2.jpg,1\n":                `"a/2.jpg" names no file`,
 	} {
 		p := filepath.Join(t.TempDir(), "m.csv")
-		os.WriteFile(p, []byte(csv), 0o644)
+		check(t, os.WriteFile(p, []byte(csv), 0o644))
 		_, err := Prepare(Options{Root: root, CSV: p})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CSV %q: error %v, want one containing %q", csv, err, want)
@@ -128,15 +129,28 @@ func TestChangedClassesAreRefused(t *testing.T) {
 	}
 }
 
-// TestDatabaseFailureStops: a failing write stops the run with an error that says how to
-// resume, and no half-written sample is listed.
+// TestDatabaseFailureStops: a write failing between a sample's blob and its metadata row
+// stops the run with an error that says how to resume; the interrupted samples leave
+// orphan blobs that are never listed, and the next run lists them.
 func TestDatabaseFailureStops(t *testing.T) {
 	files := map[string]string{}
 	for i := range 50 {
 		files["a/"+strings.Repeat("x", i+1)+".jpg"] = "data"
 	}
 	root := writeTree(t, files)
-	st := &failingStore{Store: memstore.New("ds", memstore.Options{}), failAfter: 10}
+	var mu sync.Mutex
+	puts, failAfter := 0, 10
+	st := memstore.New("ds", memstore.Options{FailPut: func(id uuid.UUID, write string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if write != "metadata" {
+			return nil
+		}
+		if puts++; puts > failAfter {
+			return errDown
+		}
+		return nil
+	}})
 	rep, err := run(t, st, Options{Root: root, Workers: 4})
 	if err == nil || !strings.Contains(err.Error(), "run the same ingest again to resume") || !errors.Is(err, errDown) {
 		t.Fatalf("error = %v, want the database error and a resume hint", err)
@@ -144,40 +158,25 @@ func TestDatabaseFailureStops(t *testing.T) {
 	if rep.Written >= 50 {
 		t.Errorf("wrote %d of 50 with a failing database", rep.Written)
 	}
-	for name, s := range scan(t, st) {
+	listed := scan(t, st)
+	if st.Blobs() <= len(listed) {
+		t.Errorf("%d blobs for %d listed samples: the failure did not fall between a blob and its row", st.Blobs(), len(listed))
+	}
+	for name, s := range listed {
 		if _, err := st.Get(context.Background(), s.ID, nil); err != nil {
 			t.Errorf("%s is listed but its blob is missing: %v", name, err)
 		}
 	}
-	st.mu.Lock()
-	st.failAfter = 1 << 30
-	st.mu.Unlock()
+	mu.Lock()
+	failAfter = 1 << 30
+	mu.Unlock()
 	rep, err = run(t, st, Options{Root: root})
-	if err != nil || int(rep.Written+rep.Unchanged) != 50 {
-		t.Fatalf("resume: %+v, %v", rep, err)
+	if err != nil || int(rep.Written+rep.Unchanged) != 50 || len(scan(t, st)) != 50 {
+		t.Fatalf("resume: %+v, %v, %d listed", rep, err, len(scan(t, st)))
 	}
 }
 
 var errDown = errors.New("database down")
-
-// failingStore fails every Put after the first failAfter.
-type failingStore struct {
-	*memstore.Store
-	mu        sync.Mutex
-	failAfter int // guarded by mu
-	n         int // guarded by mu
-}
-
-func (f *failingStore) Put(ctx context.Context, s store.Sample, data []byte) error {
-	f.mu.Lock()
-	f.n++
-	fail := f.n > f.failAfter
-	f.mu.Unlock()
-	if fail {
-		return errDown
-	}
-	return f.Store.Put(ctx, s, data)
-}
 
 func TestUnreadableFileIsSkipped(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/ok.jpg": "1"})
@@ -189,5 +188,24 @@ func TestUnreadableFileIsSkipped(t *testing.T) {
 	}
 	if len(rep.Skipped) != 1 || rep.Skipped[0].Path != "a/dangling.jpg" || !strings.Contains(rep.Skipped[0].Reason, "unreadable") {
 		t.Errorf("skipped = %+v, want a/dangling.jpg as unreadable", rep.Skipped)
+	}
+}
+
+// must returns v, failing the test if err is not nil: must(f())(t).
+func must[T any](v T, err error) func(t testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// check fails the test if err is not nil.
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/cassfs/cassfs/splits"
 )
 
 // FuzzEpochNames: an epoch directory name parses only in its canonical form, and the
@@ -43,9 +45,6 @@ func FuzzEntryNames(f *testing.F) {
 		if !ok || got != pos {
 			t.Fatalf("ParseEntryPos(%q, %d) = %d, %v; want %d", name, w, got, ok, pos)
 		}
-		if _, ok := ParseEntryPos(rest, w); ok && (len(rest) < w+2 || rest[w] != '_') {
-			t.Fatalf("ParseEntryPos(%q, %d) accepted a name without a position", rest, w)
-		}
 	})
 }
 
@@ -67,4 +66,39 @@ func TestClassNames(t *testing.T) {
 			t.Errorf("ClassNames(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// FuzzLookup: in any view (split size, seed, epoch, resume point), a name resolves in a
+// class directory only if it is exactly the entry name of a position of that class in the
+// view, and then to that position's sample (strict binding); every listed name resolves.
+func FuzzLookup(f *testing.F) {
+	f.Add(uint16(30), uint64(1), uint64(0), uint16(0), uint8(0), "")
+	f.Add(uint16(1000), uint64(7), uint64(3), uint16(990), uint8(2), "07_img 0001.jpg")
+	f.Add(uint16(5), uint64(0), uint64(9), uint16(5), uint8(1), "0_x")
+	f.Fuzz(func(t *testing.T, n uint16, seed, epoch uint64, start uint16, label uint8, name string) {
+		ix := testIndex(t, int(n%2000)+1, []string{"a", "b", "c"})
+		set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: seed})
+		key, ok := set.EpochKey("all", "epoch-"+strconv.FormatUint(epoch, 10)+"@"+strconv.Itoa(int(start)))
+		if !ok {
+			if int(start) <= ix.Len() {
+				t.Fatalf("epoch-%d@%d of %d samples did not resolve", epoch, start, ix.Len())
+			}
+			return
+		}
+		e := set.Epoch(key)
+		l := int(label % 3)
+		byName := map[string]uint32{}
+		for _, k := range e.ByClass[l] {
+			byName[e.EntryName(k)] = e.Order[k]
+		}
+		for entry, want := range byName {
+			if i, ok := set.Lookup(e, l, entry); !ok || i != want {
+				t.Fatalf("listed %q resolved to %d, %v; want %d", entry, i, ok, want)
+			}
+		}
+		i, ok := set.Lookup(e, l, name)
+		if want, listed := byName[name]; ok != listed || (ok && i != want) {
+			t.Fatalf("Lookup(%q) in class %d = %d, %v; listed: %v (sample %d)", name, l, i, ok, listed, want)
+		}
+	})
 }

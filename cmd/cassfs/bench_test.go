@@ -14,11 +14,14 @@ import (
 func TestBenchStoreAndLocal(t *testing.T) {
 	st := tiles(t, 6, false)
 	local := t.TempDir()
-	st.Scan(context.Background(), func(s store.Sample) error {
+	err := st.Scan(context.Background(), func(s store.Sample) error {
 		p := filepath.Join(local, filepath.FromSlash(s.Name))
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
 		return os.WriteFile(p, []byte(s.Name), 0o644)
 	})
+	check(t, err)
 	var out, errOut bytes.Buffer
 	if err := runBench(context.Background(), st, benchOpts{samples: 40, readers: 3, local: local}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
@@ -33,7 +36,7 @@ func TestBenchStoreAndLocal(t *testing.T) {
 		}
 	}
 	// A missing local tree is reported as failed reads.
-	err := runBench(context.Background(), st, benchOpts{samples: 5, readers: 1, local: t.TempDir()}, &out, &errOut)
+	err = runBench(context.Background(), st, benchOpts{samples: 5, readers: 1, local: t.TempDir()}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "local: 5 of 5 reads failed") {
 		t.Errorf("bench of an empty local tree: %v", err)
 	}

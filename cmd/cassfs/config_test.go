@@ -21,7 +21,7 @@ func configCmd(t *testing.T) (*cobra.Command, *mountFlags) {
 
 func writeConfig(t *testing.T, body string) string {
 	p := filepath.Join(t.TempDir(), "cassfs.yaml")
-	os.WriteFile(p, []byte(body), 0o644)
+	check(t, os.WriteFile(p, []byte(body), 0o644))
 	return p
 }
 

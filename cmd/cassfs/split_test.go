@@ -23,8 +23,8 @@ func tiles(t *testing.T, patients int, gap bool) *memstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	st.SetLabels(ctx, []string{"normal", "tumor"})
-	st.AddColumns(ctx, []string{"patient_id", "slide"})
+	check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
 	for p := range patients {
 		for k := range 10 + p%5 {
 			label := 0
@@ -61,16 +61,16 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	infos, _ := st.Splits(ctx)
+	infos := must(st.Splits(ctx))(t)
 	if len(infos) != 3 {
 		t.Fatalf("stored %d splits, want 3", len(infos))
 	}
 	patientOf := map[uuid.UUID]string{}
-	st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil })
+	check(t, st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil }))
 	owner := map[string]string{}
 	total := 0
 	for _, in := range infos {
-		ids, _ := st.SplitMembers(ctx, in.Name)
+		ids := must(st.SplitMembers(ctx, in.Name))(t)
 		total += len(ids)
 		for _, id := range ids {
 			p := patientOf[id]
@@ -92,7 +92,7 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), "--replace") {
 		t.Errorf("create over existing splits: %v, want ErrExists suggesting --replace", err)
 	}
-	if after, _ := st.Splits(ctx); after[0].Set != infos[0].Set {
+	if after := must(st.Splits(ctx))(t); after[0].Set != infos[0].Set {
 		t.Error("a refused create changed the stored splits")
 	}
 	o.replace = true
@@ -146,7 +146,7 @@ func TestSplitCreateBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &u) != tc.usage {
 			t.Errorf("%+v: got %v (usage error: %v), want one containing %q (usage error: %v)", o, err, errors.As(err, &u), tc.want, tc.usage)
 		}
-		if infos, _ := st.Splits(ctx); len(infos) != 0 {
+		if infos := must(st.Splits(ctx))(t); len(infos) != 0 {
 			t.Fatalf("%+v: a failed create stored %d splits", o, len(infos))
 		}
 	}
@@ -164,7 +164,7 @@ func TestSplitFoldsDryRun(t *testing.T) {
 	if !strings.Contains(out.String(), "would store fold-0-train, fold-0-val, fold-1-train") {
 		t.Errorf("dry run output:\n%s", out.String())
 	}
-	if infos, _ := st.Splits(ctx); len(infos) != 0 {
+	if infos := must(st.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a dry run stored %d splits", len(infos))
 	}
 }
@@ -187,15 +187,15 @@ func TestSplitExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"train", "val", "test"} {
-		a, _ := src.SplitMembers(ctx, n)
-		b, _ := dst.SplitMembers(ctx, n)
+		a := must(src.SplitMembers(ctx, n))(t)
+		b := must(dst.SplitMembers(ctx, n))(t)
 		if !slices.Equal(a, b) {
 			t.Errorf("split %s differs after export and import", n)
 		}
 	}
-	infos, _ := dst.Splits(ctx)
+	infos := must(dst.Splits(ctx))(t)
 	var params map[string]any
-	json.Unmarshal([]byte(infos[0].Params), &params)
+	check(t, json.Unmarshal([]byte(infos[0].Params), &params))
 	if params["command"] != "import" || params["from_dataset"] != "tiles" {
 		t.Errorf("imported split's params: %s", infos[0].Params)
 	}
@@ -207,7 +207,7 @@ func TestSplitExportImport(t *testing.T) {
 	if err := importSplits(ctx, other, strings.NewReader(exported), "s.json", false, &out); err == nil || !strings.Contains(err.Error(), "not in dataset") {
 		t.Errorf("import into a dataset lacking the samples: %v", err)
 	}
-	if infos, _ := other.Splits(ctx); len(infos) != 0 {
+	if infos := must(other.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a refused import stored %d splits", len(infos))
 	}
 	id := uuid.New()
@@ -246,7 +246,7 @@ func TestLoadSplits(t *testing.T) {
 	if err := createSplits(ctx, st, defaultCreate(), &out); err != nil {
 		t.Fatal(err)
 	}
-	val, _ := st.SplitMembers(ctx, "val")
+	val := must(st.SplitMembers(ctx, "val"))(t)
 	st.DeleteSample(val[0], false) // val now lists a sample the dataset lost
 	ix, err := splits.LoadIndex(ctx, st)
 	if err != nil {
@@ -268,7 +268,7 @@ func TestLoadSplits(t *testing.T) {
 	if !strings.Contains(logs.String(), "split=val missing=1") {
 		t.Errorf("no warning naming val:\n%s", logs.String())
 	}
-	train, _ := st.SplitMembers(ctx, "train")
+	train := must(st.SplitMembers(ctx, "train"))(t)
 	if len(shown[2].Members) != len(train) {
 		t.Errorf("train shows %d members, stored %d", len(shown[2].Members), len(train))
 	}
@@ -318,4 +318,23 @@ func FuzzParseBalance(f *testing.F) {
 			t.Fatalf("parseBalance(%q) = mode %q", s, mode)
 		}
 	})
+}
+
+// must returns v, failing the test if err is not nil: must(f())(t).
+func must[T any](v T, err error) func(t testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// check fails the test if err is not nil.
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

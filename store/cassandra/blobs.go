@@ -21,6 +21,30 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 	c.mu.Lock()
 	known := c.columns
 	c.mu.Unlock()
+	writes, err := putWrites(s, data, known)
+	if err != nil {
+		return err
+	}
+	for _, w := range writes {
+		if err := c.exec(ctx, gocql.LocalQuorum, w.query, w.args...); err != nil {
+			return fmt.Errorf("put %s of sample %s (%s): %w", w.what, s.ID, s.Name, kinded(err))
+		}
+	}
+	return nil
+}
+
+// write is one statement of a Put.
+type write struct {
+	what  string // "blob" or "metadata", for errors
+	query string
+	args  []any
+}
+
+// putWrites returns the statements that store a sample, in the order they must run: the
+// blob first, then the metadata row, which is the commit marker (see store's package doc):
+// a Put interrupted between the two leaves an invisible orphan blob, never a listed
+// sample without data. TestPutWritesTheBlobFirst pins the order.
+func putWrites(s store.Sample, data []byte, known []string) ([]write, error) {
 	cols := []string{"id", "label", "name", "size", "checksum"}
 	args := []any{gocql.UUID(s.ID), s.Label, s.Name, s.Size, s.Checksum[:]}
 	keys := make([]string, 0, len(s.Meta))
@@ -29,7 +53,7 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 			continue
 		}
 		if !slices.Contains(known, k) {
-			return fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
+			return nil, fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
 		}
 		keys = append(keys, k)
 	}
@@ -38,16 +62,10 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 		cols = append(cols, k)
 		args = append(args, s.Meta[k])
 	}
-	// The blob first, then the metadata row: the row is the commit marker (see package doc).
-	if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO blobs (id, label, data) VALUES (?, ?, ?)`,
-		gocql.UUID(s.ID), s.Label, data); err != nil {
-		return fmt.Errorf("put blob of sample %s (%s): %w", s.ID, s.Name, kinded(err))
-	}
-	q := `INSERT INTO samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`
-	if err := c.exec(ctx, gocql.LocalQuorum, q, args...); err != nil {
-		return fmt.Errorf("put metadata of sample %s (%s): %w", s.ID, s.Name, kinded(err))
-	}
-	return nil
+	return []write{
+		{"blob", `INSERT INTO blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(s.ID), s.Label, data}},
+		{"metadata", `INSERT INTO samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args},
+	}, nil
 }
 
 // Get implements store.Store. With SpeculativeAfter on a cluster of several nodes, a read not

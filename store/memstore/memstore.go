@@ -24,6 +24,10 @@ type Options struct {
 	Latency func(id uuid.UUID) time.Duration
 	// FailGet, if set, makes Get return its error for the ids it chooses.
 	FailGet func(id uuid.UUID) error
+	// FailPut, if set, is asked before each of Put's two writes — "blob", then "metadata",
+	// the order every backend keeps — and an error fails Put there, with what was written
+	// before it kept: a way to interrupt a Put between its blob and its metadata row.
+	FailPut func(id uuid.UUID, write string) error
 }
 
 // Store is an in-memory dataset. It copies data in and out, so callers may reuse their
@@ -105,22 +109,50 @@ func (m *Store) Labels(ctx context.Context) ([]string, error) {
 	return slices.Clone(m.labels), nil
 }
 
-// Put implements store.Store.
+// Put implements store.Store: the blob, then the metadata row (the commit marker).
 func (m *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 	if err := store.CheckPut(s, data); err != nil {
 		return err
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	for k := range s.Meta {
 		if !m.columns[k] {
+			m.mu.Unlock()
 			return fmt.Errorf("put sample %s: unknown metadata column %q", s.ID, k)
 		}
 	}
+	m.mu.Unlock()
+	if err := m.failPut(s, "blob"); err != nil {
+		return err
+	}
+	m.mu.Lock()
 	m.blobs[s.ID] = store.Blob{Label: s.Label, Data: slices.Clone(data)}
+	m.mu.Unlock()
+	if err := m.failPut(s, "metadata"); err != nil {
+		return err
+	}
 	s.Meta = cloneMeta(s.Meta)
+	m.mu.Lock()
 	m.samples[s.ID] = s
+	m.mu.Unlock()
 	return nil
+}
+
+func (m *Store) failPut(s store.Sample, write string) error {
+	if m.opts.FailPut == nil {
+		return nil
+	}
+	if err := m.opts.FailPut(s.ID, write); err != nil {
+		return fmt.Errorf("put %s of sample %s (%s): %w", write, s.ID, s.Name, err)
+	}
+	return nil
+}
+
+// Blobs counts the blobs stored, listed or not (orphans of interrupted Puts included).
+func (m *Store) Blobs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.blobs)
 }
 
 // Get implements store.Store.

@@ -229,7 +229,7 @@ func testPutRejects(t *testing.T, s store.Store) {
 		t.Errorf("Put with a wrong checksum succeeded")
 	}
 	n := 0
-	s.Scan(ctx, func(store.Sample) error { n++; return nil })
+	check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))
 	if n != 0 {
 		t.Errorf("rejected puts left %d listed samples", n)
 	}
@@ -337,12 +337,12 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "test", Members: test[:1]}}, "p2", "r2", true); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = s.SplitMembers(ctx, "test")
-	infos, _ = s.Splits(ctx)
+	got = must(s.SplitMembers(ctx, "test"))(t)
+	infos = must(s.Splits(ctx))(t)
 	if !slices.Equal(got, test[:1]) || infos[0].Params != "p2" || infos[0].Set == infos[1].Set {
 		t.Errorf("after replace: members %v, params %q, sets %v %v", got, infos[0].Params, infos[0].Set, infos[1].Set)
 	}
-	if got, _ := s.SplitMembers(ctx, "train"); len(got) != len(train) {
+	if got := must(s.SplitMembers(ctx, "train"))(t); len(got) != len(train) {
 		t.Errorf("replacing test changed train: %d members", len(got))
 	}
 
@@ -350,13 +350,13 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.DeleteSplits(ctx, []string{"test", "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSplits(test, nope): %v, want ErrNotFound", err)
 	}
-	if infos, _ := s.Splits(ctx); len(infos) != 2 {
+	if infos := must(s.Splits(ctx))(t); len(infos) != 2 {
 		t.Errorf("a failed delete removed splits: %d left", len(infos))
 	}
 	if err := s.DeleteSplits(ctx, []string{"test", "train"}); err != nil {
 		t.Fatal(err)
 	}
-	if infos, _ := s.Splits(ctx); len(infos) != 0 {
+	if infos := must(s.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("after deleting all, Splits = %+v", infos)
 	}
 	if _, err := s.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrNotFound) {
@@ -381,7 +381,7 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 	if !errors.Is(err, store.ErrExists) {
 		t.Fatalf("PutSplits over an existing name: %v, want ErrExists", err)
 	}
-	infos, _ := s.Splits(ctx)
+	infos := must(s.Splits(ctx))(t)
 	if len(infos) != 1 || infos[0].Size != 4 {
 		t.Errorf("a refused PutSplits changed the splits: %+v", infos)
 	}
@@ -389,5 +389,24 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 		if err := s.PutSplits(ctx, bad, "", "", true); err == nil {
 			t.Errorf("PutSplits(%v) accepted", bad)
 		}
+	}
+}
+
+// must returns v, failing the test if err is not nil: must(f())(t).
+func must[T any](v T, err error) func(t testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// check fails the test if err is not nil.
+func check(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
