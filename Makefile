@@ -28,12 +28,16 @@ check: ## gofmt, go vet, staticcheck
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags e2e ./e2e/
 
-unit: ## unit and composite tests, with -race, then once more on one CPU
-	$(GO) tool gotestsum -- -race -count=1 -timeout 10m ./...
+unit: ## unit and composite tests, with -race, then once more on one CPU (CI=true: no test may skip)
+	@mkdir -p .cache
+	$(GO) tool gotestsum --jsonfile .cache/unit.json -- -race -count=1 -timeout 10m ./...
+	./e2e/check-skips.sh .cache/unit.json
 	GOMAXPROCS=1 $(GO) test -count=1 -timeout 10m ./...
 
-e2e: deps ## end-to-end tests: real Cassandra (started here), the built binary
-	$(GO) tool gotestsum -- -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) ./e2e/
+e2e: deps ## end-to-end tests: real Cassandra (started here), the built binary (CI=true: no test may skip)
+	@mkdir -p .cache
+	$(GO) tool gotestsum --jsonfile .cache/e2e.json -- -tags e2e -race -count=1 -timeout $(E2E_TIMEOUT) ./e2e/
+	./e2e/check-skips.sh .cache/e2e.json
 
 test: check unit e2e ## everything CI runs
 

@@ -71,21 +71,18 @@ func TestDaemonAndMountHelper(t *testing.T) {
 		t.Errorf("the background mount's log %s does not say it was unmounted:\n%s", m[2], log)
 	}
 
-	// mount(8) finds helpers at /sbin/mount.<type>.
-	helper := "/sbin/mount.fuse.cassfs"
-	if _, err := os.Lstat(helper); errors.Is(err, os.ErrNotExist) {
-		if err := os.Symlink(cassfsBin, helper); err != nil {
-			t.Skipf("cannot install the mount helper: %v", err)
-		}
-		t.Cleanup(func() { os.Remove(helper) })
-	} else if target, _ := os.Readlink(helper); target != cassfsBin {
-		t.Skipf("%s exists and is not this build's; not replaced", helper)
-	}
+	// mount(8) finds helpers at /sbin/mount.<type>: install this build's there for the
+	// test, and put back whatever was there before (an installed cassfs, say).
+	installHelper(t, "/sbin/mount.fuse.cassfs")
 	cfg := filepath.Join(t.TempDir(), "shared.yaml")
-	os.WriteFile(cfg, []byte("seed: 11\norder: strict\ncache-size: 64MiB\n"), 0o644)
+	if err := os.WriteFile(cfg, []byte("seed: 11\norder: strict\ncache-size: 64MiB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	fstab := filepath.Join(t.TempDir(), "fstab")
 	line := d.name + " " + dir + " fuse.cassfs ro,noauto,_netdev,hosts=" + strings.Join(hosts, ":") + ",config=" + cfg + " 0 0\n"
-	os.WriteFile(fstab, []byte("# cassfs test\n"+line), 0o644)
+	if err := os.WriteFile(fstab, []byte("# cassfs test\n"+line), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("mount", "-T", fstab, dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount -T fstab %s: %v\n%s", dir, err, out)
 	}
@@ -133,4 +130,30 @@ func TestOtherUsers(t *testing.T) {
 	if err := asNobody(shared.dir); err != nil {
 		t.Errorf("another user could not list a mount with --allow-other: %v", err)
 	}
+}
+
+// installHelper makes path a symbolic link to the binary under test until the test ends,
+// moving what was there aside and restoring it afterwards.
+func installHelper(t *testing.T, path string) {
+	t.Helper()
+	saved := ""
+	if _, err := os.Lstat(path); err == nil {
+		saved = path + ".cassfs-test-saved"
+		if err := os.Rename(path, saved); err != nil {
+			t.Fatalf("move the installed mount helper %s aside: %v", path, err)
+		}
+	}
+	if err := os.Symlink(cassfsBin, path); err != nil {
+		t.Fatalf("install the mount helper %s: %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := os.Remove(path); err != nil {
+			t.Errorf("remove the test's mount helper: %v", err)
+		}
+		if saved != "" {
+			if err := os.Rename(saved, path); err != nil {
+				t.Errorf("restore the mount helper %s: %v", path, err)
+			}
+		}
+	})
 }

@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 )
 
@@ -236,5 +240,50 @@ func TestResumedEpochWithReaders(t *testing.T) {
 	}
 	if !slices.Equal(got, want[k:]) {
 		t.Errorf("torchvision on epoch-1@%d read %d samples, want exactly the %d from position %d on, in order", k, len(got), len(want)-k, k)
+	}
+}
+
+// TestStoredSplitDamage: a split whose member chunk was altered or lost behind cassfs's
+// back is refused as corrupt on read, never served as a different split.
+func TestStoredSplitDamage(t *testing.T) {
+	ctx := context.Background()
+	ds := newDataset(t, "splitdmg")
+	st := openStore(t, ds, true)
+	members := make([]uuid.UUID, 2*32768+5) // three chunks
+	for k := range members {
+		members[k] = uuid.NewSHA1(uuid.NameSpaceOID, []byte(strconv.Itoa(k)))
+	}
+	slices.SortFunc(members, func(a, b uuid.UUID) int { return bytes.Compare(a[:], b[:]) })
+	if err := st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: members}}, "{}", "{}", false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.SplitMembers(ctx, "train"); err != nil || !slices.Equal(got, members) {
+		t.Fatalf("SplitMembers before damage: %d ids, %v", len(got), err)
+	}
+	s := cql(t, ds)
+	defer s.Close()
+	var gen gocql.UUID
+	if err := s.Query(`SELECT generation FROM splits WHERE bucket = 0 AND name = 'train'`).Scan(&gen); err != nil {
+		t.Fatal(err)
+	}
+	var ids []byte
+	if err := s.Query(`SELECT ids FROM split_chunks WHERE generation = ? AND chunk = 1`, gen).Scan(&ids); err != nil {
+		t.Fatal(err)
+	}
+	// One flipped bit in the middle chunk.
+	flipped := slices.Clone(ids)
+	flipped[len(flipped)/2] ^= 1
+	if err := s.Query(`UPDATE split_chunks SET ids = ? WHERE generation = ? AND chunk = 1`, flipped, gen).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("SplitMembers with a flipped bit: %v, want ErrCorrupt", err)
+	}
+	// The chunk lost, as a torn write would leave it.
+	if err := s.Query(`DELETE FROM split_chunks WHERE generation = ? AND chunk = 1`, gen).Exec(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrCorrupt) {
+		t.Errorf("SplitMembers with a chunk missing: %v, want ErrCorrupt", err)
 	}
 }
