@@ -3,11 +3,17 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
@@ -45,7 +51,9 @@ func BenchmarkFilesystemRead(b *testing.B) {
 	})
 	st := openStore(b, ds, false)
 	var ids []uuid.UUID
-	st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil })
+	if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
+		b.Fatal(err)
+	}
 
 	for range b.N {
 		dropPageCache(b)
@@ -54,19 +62,25 @@ func BenchmarkFilesystemRead(b *testing.B) {
 
 		// Two passes of raw reads: the first warms Cassandra after the page cache was
 		// dropped; the second is the ceiling the mount is compared with.
-		storeRaw := 0.0
+		storeRaw, storeCPU := 0.0, 0.0
 		for range 2 {
+			before := selfCPU(b)
 			storeRaw = getAll(b, st, ids, readers)
+			storeCPU = (selfCPU(b) - before).Seconds() / float64(len(ids))
 		}
 
-		m := startMount(b, ds)
+		m := startMount(b, ds, "--metrics-addr", "127.0.0.1:0")
+		url := metricsURL(b, m)
 		epoch := filepath.Join(m.dir, "all", "epoch-0")
 		var paths []string
 		lines, _ := fileList(b, epoch)
 		for _, l := range lines {
 			paths = append(paths, filepath.Join(epoch, l))
 		}
+		cpuBefore := processCPU(b, m.cmd.Process.Pid)
 		mountCold, mountColdMB := readAll(b, paths, readers)
+		mountCPU := (processCPU(b, m.cmd.Process.Pid) - cpuBefore).Seconds() / float64(len(paths))
+		fetches, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count")
 		mountWarm, mountWarmMB := readAll(b, paths, readers)
 		m.stop(b)
 
@@ -81,5 +95,34 @@ func BenchmarkFilesystemRead(b *testing.B) {
 		b.ReportMetric(mountCold/storeRaw, "mount-cold/store")
 		b.ReportMetric(mountCold/localCold, "mount-cold/local-cold")
 		b.ReportMetric(mountWarm/localWarm, "mount-warm/local-warm")
+		b.ReportMetric(mountCPU*1e6, "mount-cold-daemon-cpu-us/file")
+		b.ReportMetric(storeCPU*1e6, "store-client-cpu-us/file")
+		b.ReportMetric(fetches/float64(len(paths)), "mount-cold-fetches/file")
 	}
+}
+
+// processCPU is the user and system CPU time process pid has used so far
+// (/proc/PID/stat, fields 14 and 15, in clock ticks of 1/100 s).
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %s", pid, stat)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// selfCPU is the user and system CPU time of this process so far.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
