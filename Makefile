@@ -8,7 +8,7 @@ BIN := bin/cassfs
 # generous bound that still ends a hung run.
 E2E_TIMEOUT ?= 30m
 
-.PHONY: help deps build check unit e2e test bench demo cassandra-start cassandra-stop cassandra-wipe clean
+.PHONY: help deps build check unit e2e test bench mutate demo cassandra-start cassandra-stop cassandra-wipe clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,21 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench Latency -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null; }
 	/usr/bin/python3 bench/plot_batches.py bench/latency-batches.json bench/batch-times.png
+
+# Mutation testing: gremlins (a maintained Go mutation tool, pinned here, fetched on first
+# use) mutates the packages that hold the invariants and runs their unit tests against each
+# mutant. Not part of make test (about 20 minutes on two cores); run it after changing these
+# packages and look at every mutant that lived (docs/mutation.md).
+GREMLINS := github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
+MUTATE_PKGS ?= prefetch splits view store store/memstore ingest
+
+mutate: ## mutation testing of the packages that hold the invariants; scores and survivors in .cache/mutate/
+	@mkdir -p .cache/mutate
+	@for p in $(MUTATE_PKGS); do \
+	  out=.cache/mutate/$$(echo $$p | tr / -).json; \
+	  echo "== $$p"; \
+	  (cd $$p && $(GO) run $(GREMLINS) unleash --workers 1 --test-cpu 2 --timeout-coefficient 10 -S lt -o $(CURDIR)/$$out .) || exit 1; \
+	done
 
 demo: deps build ## start a local Cassandra, generate and ingest a dataset, mount it, list an epoch, read it with DALI
 	./e2e/demo.sh

@@ -3,14 +3,17 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
+	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
 )
 
@@ -64,6 +67,46 @@ func TestIntegrity(t *testing.T) {
 		// failure's memory, so each sample's fetch fails once.
 		if !ok || v != want {
 			t.Errorf("cassfs_fetch_errors_total{kind=%q} = %v, want %v", kind, v, want)
+		}
+	}
+}
+
+// TestRetainedBlobsStayIntact: blobs the Cassandra backend hands over without copying
+// (Get with no buffer) keep their bytes while many more reads go on over the same
+// connections: the driver does not reuse their frame buffers.
+func TestRetainedBlobsStayIntact(t *testing.T) {
+	d := sharedDataset(t)
+	st := openStore(t, d.name, false)
+	ctx := context.Background()
+	var samples []store.Sample
+	if err := st.Scan(ctx, func(s store.Sample) error { samples = append(samples, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	kept := make([][]byte, min(100, len(samples)))
+	for k := range kept {
+		b, err := st.Get(ctx, samples[k].ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept[k] = b.Data
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := g; k < 3*len(samples); k += 16 {
+				if _, err := st.Get(ctx, samples[k%len(samples)].ID, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for k, data := range kept {
+		if store.Checksum(data) != samples[k].Checksum {
+			t.Fatalf("blob %s changed after it was returned", samples[k].ID)
 		}
 	}
 }

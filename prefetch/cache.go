@@ -29,6 +29,9 @@ type CacheOptions struct {
 	// FailureMemory is how long a failed fetch answers Gets of its sample with the same
 	// error before a new fetch is tried (default 1 s; negative: not at all).
 	FailureMemory time.Duration
+	// Samples, if set, is the number of samples (indices 0 .. Samples-1): Has then answers
+	// from a bitset without taking the cache's lock (1 bit per sample).
+	Samples int
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -51,6 +54,7 @@ type Cache struct {
 	prefetches int             // guarded by mu; fetches in flight started by Prefetch
 	reserved   int64           // guarded by mu; expected bytes of prefetches in flight
 	onArrive   func(owner any) // set once before use; called, without mu, after each prefetch ends
+	present    []atomic.Uint64 // bit i: sample i is cached; written under mu, read without it
 
 	stats cacheCounters
 }
@@ -100,11 +104,15 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	fresh, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	used, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{
+	c := &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: used, inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory,
 	}
+	if opts.Samples > 0 {
+		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
+	}
+	return c
 }
 
 // MaxBytes is the cache's bound.
@@ -245,20 +253,22 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 		return
 	}
 	for c.bytes+n > c.maxBytes {
-		_, old, ok := c.used.RemoveOldest()
+		j, old, ok := c.used.RemoveOldest()
 		if !ok {
 			if fresh {
 				c.stats.dropped.Add(1)
 				return
 			}
-			if _, old, ok = c.fresh.RemoveOldest(); !ok {
+			if j, old, ok = c.fresh.RemoveOldest(); !ok {
 				break
 			}
 			c.freshBytes -= int64(len(old))
 		}
 		c.bytes -= int64(len(old))
+		c.mark(j, false)
 		c.stats.evictions.Add(1)
 	}
+	c.mark(i, true)
 	if fresh {
 		c.fresh.Add(i, data)
 		c.freshBytes += n
@@ -268,11 +278,30 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 	c.bytes += n
 }
 
-// Has reports whether sample i's blob is in memory (fetched, not evicted).
+// Has reports whether sample i's blob is in memory (fetched, not evicted). With
+// CacheOptions.Samples it takes no lock: arrival binding asks it for many samples per
+// lookup.
 func (c *Cache) Has(i uint32) bool {
+	if c.present != nil {
+		return int(i/64) < len(c.present) && c.present[i/64].Load()&(1<<(i%64)) != 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.fresh.Contains(i) || c.used.Contains(i)
+}
+
+// mark records in the presence bitset whether sample i is cached; mu is held, so writers
+// are serialized and readers (Has) see each bit flip atomically.
+func (c *Cache) mark(i uint32, on bool) {
+	if int(i/64) >= len(c.present) {
+		return
+	}
+	w := &c.present[i/64]
+	if on {
+		w.Store(w.Load() | 1<<(i%64))
+	} else {
+		w.Store(w.Load() &^ (1 << (i % 64)))
+	}
 }
 
 // Stats returns the cache's counters.
@@ -314,6 +343,16 @@ func (c *Cache) checkInvariants() error {
 	for _, i := range c.used.Keys() {
 		data, _ := c.used.Peek(i)
 		used += int64(len(data))
+	}
+	if c.present != nil {
+		for w := range c.present {
+			for b := range 64 {
+				i := uint32(w*64 + b)
+				if on := c.present[w].Load()&(1<<b) != 0; on != (c.fresh.Contains(i) || c.used.Contains(i)) {
+					return fmt.Errorf("sample %d: presence bit %v, cached %v", i, on, !on)
+				}
+			}
+		}
 	}
 	switch {
 	case fresh+used != c.bytes:

@@ -56,7 +56,7 @@ func TestByteBoundHolds(t *testing.T) {
 	const bound = 10_000
 	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 500+int(i%7)*300), nil
-	}, CacheOptions{MaxBytes: bound})
+	}, CacheOptions{MaxBytes: bound, Samples: 60})
 	defer c.Close()
 	for i := range uint32(500) {
 		data, err := c.Get(context.Background(), i%60)
@@ -235,5 +235,34 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 10s for %s", what)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestHasWithAndWithoutLock: Has answers the same from the presence bitset as from the
+// entries, through fetches and evictions.
+func TestHasWithAndWithoutLock(t *testing.T) {
+	fetch := func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 1000), nil }
+	locked := NewCache(fetch, CacheOptions{MaxBytes: 5000})
+	free := NewCache(fetch, CacheOptions{MaxBytes: 5000, Samples: 100})
+	defer locked.Close()
+	defer free.Close()
+	for k := range uint32(300) {
+		i := (k * 37) % 100
+		for _, c := range []*Cache{locked, free} {
+			if _, err := c.Get(context.Background(), i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := range uint32(100) {
+			if a, b := locked.Has(j), free.Has(j); a != b {
+				t.Fatalf("after %d Gets: Has(%d) = %v with the lock, %v without", k+1, j, a, b)
+			}
+		}
+		if err := free.checkInvariants(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if free.Has(1000) {
+		t.Error("Has of a sample beyond Samples")
 	}
 }

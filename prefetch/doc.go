@@ -30,7 +30,10 @@
 // advance (Stream). The filesystem reports every access (a lookup of a sample of epoch N of
 // a stream); the readers' progress is the number of samples accessed in the epoch, and the
 // prefetcher keeps the samples from that position of the epoch's order up to a window
-// ahead in flight or cached, continuing into epoch N+1 before N ends. Blobs enter the cache
+// ahead in flight or cached, continuing into epoch N+1 before N ends — but only
+// Options.NextEpochAhead samples into it until readers enter it: readers that stop at the
+// end of an epoch (a benchmark, the last epoch, a validation pass) leave almost nothing
+// fetched in vain, and readers that go on find the next epoch started. Blobs enter the cache
 // as they arrive, in any order, so one slow fetch never holds up the others (the
 // out-of-order loading of Versaci and Busonera, "Hiding Latencies in Network-Based Image
 // Loading for Deep Learning", 2025).

@@ -13,6 +13,10 @@ type Options struct {
 	GrowEvery     int                  // consumed samples per extra window slot (default 4)
 	MaxInFlight   int                  // prefetches in flight at once (default 128)
 	KeepFree      int64                // cache bytes kept free of unread prefetched blobs (default 1/8 of the bound)
+	// NextEpochAhead bounds how far the prefetcher runs into the next epoch before readers
+	// enter it (default 32): enough to start it without a wait, and little fetched in vain
+	// when the readers stop at the end of the epoch.
+	NextEpochAhead int
 }
 
 func (o *Options) defaults(cacheBytes int64) {
@@ -33,6 +37,9 @@ func (o *Options) defaults(cacheBytes int64) {
 	}
 	if o.KeepFree <= 0 {
 		o.KeepFree = cacheBytes / 8
+	}
+	if o.NextEpochAhead <= 0 {
+		o.NextEpochAhead = 32
 	}
 }
 
@@ -187,8 +194,8 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 			if s.next == nil {
 				return true
 			}
-			if s.nextPos >= len(s.next) {
-				return false // at most one epoch ahead
+			if s.nextPos >= min(len(s.next), p.opts.NextEpochAhead) {
+				return false // a little of the next epoch, until readers enter it
 			}
 			order = s.next
 		}

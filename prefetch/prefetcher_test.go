@@ -171,7 +171,7 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 	const size, n = 1000, 300
 	const bound = 20 * size
 	f := newCountingFetch(size)
-	c := NewCache(f.fetch, CacheOptions{MaxBytes: bound})
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: bound, Samples: n})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 100, MaxWindow: 100, MaxInFlight: 1000, KeepFree: 4 * size})
 	defer p.Close()
@@ -316,7 +316,7 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 // protected from used-first eviction until it is read again.
 func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 	f := newCountingFetch(testBlobSize)
-	c := NewCache(f.fetch, CacheOptions{MaxBytes: 10 * testBlobSize})
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: 10 * testBlobSize, Samples: 200})
 	defer c.Close()
 	ctx := context.Background()
 	for i := range uint32(5) {
@@ -383,5 +383,62 @@ func TestEpochsShorterThanTheWindow(t *testing.T) {
 	settle(t, c)
 	if got := f.total.Load(); got != 5*n+3+n {
 		t.Errorf("resumed stream: %d fetches in all, want %d (its 3, then the next epoch's %d)", got, 5*n+3+n, n)
+	}
+}
+
+// TestOneEpochFetchesEachSampleOnce: readers walking one epoch in order through a cache a
+// quarter of the dataset's size, with the default window, make one fetch per sample and
+// hardly any beyond the epoch: nothing prefetched is evicted before it is read, and the
+// prefetcher runs only NextEpochAhead samples into the epoch nobody enters.
+func TestOneEpochFetchesEachSampleOnce(t *testing.T) {
+	const n = 4000
+	f := newCountingFetch(testBlobSize)
+	c := NewCache(f.fetch, CacheOptions{MaxBytes: n / 4 * testBlobSize, Samples: 2 * n})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf})
+	defer p.Close()
+	// Epoch e visits samples e*n ... e*n+n-1, so fetches beyond the epoch are counted apart.
+	order := &testStream{"all", func(e uint64) []uint32 {
+		o := make([]uint32, n)
+		for k := range o {
+			o[k] = uint32(int(e)*n + k)
+		}
+		return o
+	}}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pos := int(next.Add(1)) - 1; pos < n; pos = int(next.Add(1)) - 1 {
+				p.Access(order, 0)
+				if _, err := c.Get(context.Background(), uint32(pos)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	settle(t, c)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	within, beyond := 0, 0
+	for i, k := range f.count {
+		if i < n {
+			within += k
+			if k != 1 {
+				t.Errorf("sample %d fetched %d times", i, k)
+			}
+		} else {
+			beyond += k
+		}
+	}
+	if within != n || float64(within+beyond)/n > 1.02 {
+		t.Errorf("%d fetches for the epoch's %d samples and %d beyond it: %.3f per sample, want at most 1.02", within, n, beyond, float64(within+beyond)/n)
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
 	}
 }

@@ -284,7 +284,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
-	m.cache = prefetch.NewCache(m.metrics.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62))})
+	m.cache = prefetch.NewCache(m.metrics.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()})
 	vc := view.Config{
 		Index:      ix,
 		Splits:     shown,

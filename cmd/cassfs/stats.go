@@ -183,8 +183,14 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 		}
 		return fmt.Sprintf("%.1f ms", v*1000)
 	}
-	fmt.Fprintf(w, "  fetches   %s (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
-		humanize.Comma(int64(h.GetSampleCount())), histRate(before, f, interval),
+	// Fetches per file served: 1 when every fetch was read once; more when prefetched blobs
+	// went unread or were fetched again, less when the cache served files read before.
+	perFile := "-"
+	if files := f.value("cassfs_files_read_total"); files > 0 {
+		perFile = fmt.Sprintf("%.2f", float64(h.GetSampleCount())/files)
+	}
+	fmt.Fprintf(w, "  fetches   %s, %s per file served (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
+		humanize.Comma(int64(h.GetSampleCount())), perFile, histRate(before, f, interval),
 		ms(0.5), ms(0.99), humanize.Comma(int64(f.value("cassfs_requests_in_flight"))), humanize.Comma(int64(f.value("cassfs_fetch_hedges_total"))))
 	var errs []string
 	if fam := f["cassfs_fetch_errors_total"]; fam != nil {

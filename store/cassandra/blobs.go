@@ -120,15 +120,36 @@ func (c *Store) get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, 
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))
 	}
 	defer release()
-	b := store.Blob{Data: buf[:0]}
-	// Scanning into a non-nil []byte reuses its storage (gocql appends to v[:0]).
+	var label int
+	data := blobBytes{buf: buf}
 	err = c.session.Query(`SELECT label, data FROM blobs WHERE id = ?`, gocql.UUID(id)).
-		WithContext(rctx).Idempotent(true).Scan(&b.Label, &b.Data)
+		WithContext(rctx).Idempotent(true).Scan(&label, &data)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)
 	}
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))
 	}
-	return b, nil
+	return store.Blob{Label: label, Data: data.data}, nil
+}
+
+// blobBytes receives the blob column: into the caller's buffer when Get was given one with
+// room, otherwise as the driver's own bytes, not copied. That is safe because gocql v1.7
+// reads every response into a frame buffer of its own (conn.recv makes a new framer per
+// response and framer.readFrame allocates the body unless it fits the framer's own 128
+// bytes), which nothing reuses once the query is done. A driver that pooled frame
+// buffers would break this; TestRetainedBlobsStayIntact (e2e) would then fail.
+type blobBytes struct {
+	buf  []byte // the caller's buffer, or nil
+	data []byte
+}
+
+// UnmarshalCQL implements gocql.Unmarshaler.
+func (b *blobBytes) UnmarshalCQL(info gocql.TypeInfo, data []byte) error {
+	if cap(b.buf) >= len(data) {
+		b.data = append(b.buf[:0], data...)
+	} else {
+		b.data = data
+	}
+	return nil
 }
