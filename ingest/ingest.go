@@ -263,14 +263,17 @@ func ingestFile(ctx context.Context, st store.Store, f file, maxSize int64, stor
 		return resSkipped, err
 	}
 	s := store.Sample{
-		ID:       store.SampleID(st.Dataset(), f.rel),
-		Label:    f.label,
-		Name:     f.rel,
-		Size:     int64(len(data)),
-		Checksum: store.Checksum(data),
-		Meta:     f.meta,
+		ID:        store.SampleID(st.Dataset(), f.rel),
+		Label:     f.label,
+		Name:      f.rel,
+		Size:      int64(len(data)),
+		Checksum:  store.Checksum(data),
+		CRC32C:    store.CRC32C(data),
+		HasCRC32C: true,
+		Meta:      f.meta,
 	}
-	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) {
+	// A sample stored before samples had a CRC32C is written again to gain one.
+	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.HasCRC32C && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) {
 		return resUnchanged, nil
 	}
 	if err := st.Put(ctx, s, data); err != nil {

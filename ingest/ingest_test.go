@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
@@ -207,5 +208,87 @@ func check(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIngestAddsCRC32C: every sample is stored with its CRC32C, and ingesting a dataset
+// whose samples were stored without one (before it existed) writes them again with it.
+func TestIngestAddsCRC32C(t *testing.T) {
+	files := map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"}
+	root := writeTree(t, files)
+	st := memstore.New("ds", memstore.Options{})
+	ctx := context.Background()
+	check(t, st.SetLabels(ctx, []string{"a", "b"}))
+	// "a/1.jpg" as an older cassfs stored it: no CRC32C.
+	old := []byte("one")
+	check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old))
+	rep, err := run(t, st, Options{Root: root})
+	if err != nil || rep.Written != 3 || rep.Unchanged != 0 {
+		t.Fatalf("ingest over a sample without CRC32C: %+v, %v; want all 3 written", rep, err)
+	}
+	for name, s := range scan(t, st) {
+		if !s.HasCRC32C || s.CRC32C != store.CRC32C([]byte(files[name])) {
+			t.Errorf("%s stored with CRC32C %v %08x, want %08x", name, s.HasCRC32C, s.CRC32C, store.CRC32C([]byte(files[name])))
+		}
+	}
+	if rep, err := run(t, st, Options{Root: root}); err != nil || rep.Unchanged != 3 {
+		t.Errorf("ingest again: %+v, %v; want all unchanged", rep, err)
+	}
+}
+
+// TestUnusableFilesAreSkipped: files that cannot be samples are skipped with a reason naming
+// what is wrong, the rest is ingested, and the report lists them.
+func TestUnusableFilesAreSkipped(t *testing.T) {
+	long := strings.Repeat("n", splits.MaxNameLen) + ".jpg"
+	root := writeTree(t, map[string]string{
+		"a/ok.jpg":        "fine",
+		"a/empty.jpg":     "",
+		"a/big.jpg":       strings.Repeat("x", 100),
+		"a/" + long:       "long",
+		"a/trailing.jpg ": "space",
+		"a/.hidden.jpg":   "hidden",
+		"a/deeper/x.jpg":  "nested",
+	})
+	st := memstore.New("ds", memstore.Options{})
+	rep, err := run(t, st, Options{Root: root, MaxSize: 50})
+	if err != nil || rep.Written != 1 {
+		t.Fatalf("ingest: %+v, %v; want the one usable file written", rep, err)
+	}
+	want := map[string]string{
+		"a/empty.jpg":     "empty",
+		"a/big.jpg":       "over the size limit of 50",
+		"a/" + long:       "name",
+		"a/trailing.jpg ": "space",
+		"a/.hidden.jpg":   "hidden",
+		"a/deeper/":       "nested directory",
+	}
+	got := map[string]string{}
+	for _, s := range rep.Skipped {
+		got[s.Path] = s.Reason
+	}
+	for path, reason := range want {
+		if !strings.Contains(got[path], reason) {
+			t.Errorf("%q skipped with %q, want a reason with %q", path, got[path], reason)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skipped %v, want %d", got, len(want))
+	}
+	if n := len(scan(t, st)); n != 1 {
+		t.Errorf("%d samples listed, want 1", n)
+	}
+}
+
+// TestFileGoneBeforeItsTurn: a file removed between the walk and its ingest is skipped,
+// not an error of the run.
+func TestFileGoneBeforeItsTurn(t *testing.T) {
+	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two"})
+	p, err := Prepare(Options{Root: root})
+	check(t, err)
+	check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))
+	st := memstore.New("ds", memstore.Options{})
+	rep, err := p.Run(context.Background(), st)
+	if err != nil || rep.Written != 1 || len(rep.Skipped) != 1 || rep.Skipped[0].Path != "a/2.jpg" || !strings.Contains(rep.Skipped[0].Reason, "unreadable") {
+		t.Errorf("run after a file vanished: %+v, %v; want it skipped as unreadable", rep, err)
 	}
 }

@@ -19,8 +19,9 @@ import (
 // lookups never touch the database.
 //
 // It is laid out as parallel arrays, not a slice of structs with strings, to stay small at
-// millions of samples: per sample 16 (id) + 4 (label) + 4 (size) + 32 (checksum) + 4 (name
-// offset) bytes plus the file name's bytes, ~85 bytes for names of ~25 characters.
+// millions of samples: per sample 16 (id) + 4 (label) + 4 (size) + 32 (checksum) + 4
+// (CRC32C) + 4 (name offset) bytes and a bit, plus the file name's bytes, ~90 bytes for
+// names of ~25 characters.
 // An Index is immutable once built and safe for concurrent use.
 type Index struct {
 	labels   []string
@@ -28,6 +29,8 @@ type Index struct {
 	label    []int32
 	size     []uint32
 	checksum [][sha256.Size]byte
+	crc      []uint32
+	hasCRC   []uint64 // bitset: sample i has a CRC32C (crc[i]); else it is verified by checksum
 	nameOff  []uint32 // sample i's name is names[nameOff[i]:nameOff[i+1]]
 	names    []byte
 }
@@ -47,6 +50,8 @@ type indexEntry struct {
 	label    int32
 	size     uint32
 	checksum [sha256.Size]byte
+	crc      uint32
+	hasCRC   bool
 	name     string
 }
 
@@ -70,7 +75,7 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 	if len(name) > MaxNameLen {
 		return fmt.Errorf("sample %s has a name of %d bytes (%.40q...); with its position in front it would pass the 255 a file name may have: rename it to %d bytes or fewer and ingest it again", s.ID, len(name), name, MaxNameLen)
 	}
-	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, name})
+	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, s.CRC32C, s.HasCRC32C, name})
 	return nil
 }
 
@@ -87,6 +92,8 @@ func (b *IndexBuilder) Build() (*Index, error) {
 		label:    make([]int32, n),
 		size:     make([]uint32, n),
 		checksum: make([][sha256.Size]byte, n),
+		crc:      make([]uint32, n),
+		hasCRC:   make([]uint64, (n+63)/64),
 		nameOff:  make([]uint32, n+1),
 	}
 	total := 0
@@ -101,7 +108,10 @@ func (b *IndexBuilder) Build() (*Index, error) {
 		if i > 0 && s.id == b.samples[i-1].id {
 			return nil, fmt.Errorf("sample %s listed twice", s.id)
 		}
-		ix.ids[i], ix.label[i], ix.size[i], ix.checksum[i] = s.id, s.label, s.size, s.checksum
+		ix.ids[i], ix.label[i], ix.size[i], ix.checksum[i], ix.crc[i] = s.id, s.label, s.size, s.checksum, s.crc
+		if s.hasCRC {
+			ix.hasCRC[i/64] |= 1 << (i % 64)
+		}
 		ix.nameOff[i] = uint32(len(ix.names))
 		ix.names = append(ix.names, s.name...)
 	}
@@ -140,15 +150,26 @@ func (ix *Index) Find(id uuid.UUID) (uint32, bool) {
 }
 
 // Verify checks that a blob read for sample i is the sample that was listed: same label,
-// size and checksum. A mismatch wraps store.ErrCorrupt; wrong bytes are never served.
+// size and checksum — its CRC32C, or its SHA-256 for samples stored without one. A
+// mismatch wraps store.ErrCorrupt; wrong bytes are never served.
+//
+// CRC32C runs at memory speed with the CPU's CRC32 instruction (>10 GB/s), SHA-256 at
+// ~1.5-2 GB/s even with SHA-NI: on a 110 KB blob ~10 µs instead of ~60 µs, the largest
+// share of the daemon's CPU per sample before. A CRC catches every burst error up to 32
+// bits and any other corruption with probability 1-2^-32; what it does not give — proof
+// against deliberate tampering — the SHA-256 at ingest and in cassfs's tools still does.
 func (ix *Index) Verify(i uint32, b store.Blob) error {
 	switch {
 	case int64(len(b.Data)) != ix.Size(i):
 		return fmt.Errorf("sample %s: blob has %d bytes, listed %d: %w", ix.ids[i], len(b.Data), ix.Size(i), store.ErrCorrupt)
 	case b.Label != ix.Label(i):
 		return fmt.Errorf("sample %s: blob has label %d, listed %d: %w", ix.ids[i], b.Label, ix.Label(i), store.ErrCorrupt)
+	case ix.hasCRC[i/64]&(1<<(i%64)) != 0:
+		if store.CRC32C(b.Data) != ix.crc[i] {
+			return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest (CRC32C): %w", ix.ids[i], store.ErrCorrupt)
+		}
 	case sha256.Sum256(b.Data) != ix.checksum[i]:
-		return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest: %w", ix.ids[i], store.ErrCorrupt)
+		return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest (SHA-256): %w", ix.ids[i], store.ErrCorrupt)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cassfs/cassfs/store"
@@ -60,13 +61,17 @@ func TestIndexVerify(t *testing.T) {
 	}
 	bad := slices.Clone(good)
 	bad[0] ^= 1
-	for _, b := range []store.Blob{
-		{Label: ix.Label(i), Data: bad},
-		{Label: ix.Label(i), Data: good[1:]},
-		{Label: 1 - ix.Label(i), Data: good},
+	// Each mismatch is corrupt and says what differs.
+	for _, tc := range []struct {
+		b    store.Blob
+		says string
+	}{
+		{store.Blob{Label: ix.Label(i), Data: bad}, "checksum differs"},
+		{store.Blob{Label: ix.Label(i), Data: good[1:]}, fmt.Sprintf("blob has %d bytes, listed %d", len(good)-1, len(good))},
+		{store.Blob{Label: 1 - ix.Label(i), Data: good}, fmt.Sprintf("blob has label %d, listed %d", 1-ix.Label(i), ix.Label(i))},
 	} {
-		if err := ix.Verify(i, b); !errors.Is(err, store.ErrCorrupt) {
-			t.Errorf("Verify(%q, label %d) = %v, want ErrCorrupt", b.Data, b.Label, err)
+		if err := ix.Verify(i, tc.b); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Verify(%q, label %d) = %v, want ErrCorrupt saying %q", tc.b.Data, tc.b.Label, err, tc.says)
 		}
 	}
 }
@@ -115,5 +120,41 @@ func TestEpochByClass(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, sub.Members) {
 		t.Errorf("subset epoch visits %v, want the members %v", got, sub.Members)
+	}
+}
+
+// TestIndexVerifyChoosesTheChecksum: a sample with a CRC32C is verified by it (a blob whose
+// CRC differs fails even if its SHA-256 matched), one without by its SHA-256.
+func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
+	data := []byte("the bytes of one image")
+	other := slices.Clone(data)
+	other[3] ^= 0x10
+	b := NewIndexBuilder([]string{"a"})
+	with := store.Sample{ID: store.SampleID("ds", "a/with.jpg"), Name: "a/with.jpg", Size: int64(len(data)),
+		Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}
+	// Listed with the CRC of other bytes but the SHA-256 of data: only the CRC can tell.
+	crcOnly := store.Sample{ID: store.SampleID("ds", "a/crc.jpg"), Name: "a/crc.jpg", Size: int64(len(data)),
+		Checksum: store.Checksum(data), CRC32C: store.CRC32C(other), HasCRC32C: true}
+	without := store.Sample{ID: store.SampleID("ds", "a/old.jpg"), Name: "a/old.jpg", Size: int64(len(data)),
+		Checksum: store.Checksum(data)}
+	for _, s := range []store.Sample{with, crcOnly, without} {
+		check(t, b.Add(s))
+	}
+	ix, err := b.Build()
+	check(t, err)
+	find := func(s store.Sample) uint32 { i, _ := ix.Find(s.ID); return i }
+	for _, tc := range []struct {
+		s    store.Sample
+		data []byte
+		ok   bool
+	}{
+		{with, data, true}, {with, other, false},
+		{crcOnly, data, false}, {crcOnly, other, true}, // verified by the CRC alone
+		{without, data, true}, {without, other, false},
+	} {
+		err := ix.Verify(find(tc.s), store.Blob{Data: tc.data})
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, store.ErrCorrupt)) {
+			t.Errorf("Verify(%s, %q) = %v, want ok=%v", tc.s.Name, tc.data, err, tc.ok)
+		}
 	}
 }

@@ -8,7 +8,7 @@
 //
 // A dataset holds, per sample, a blob (the encoded image) with its label beside it, so one
 // read returns both, and a metadata row with everything a listing needs without touching
-// blobs: label, original path "<class>/<file>", size, SHA-256 checksum and the user's
+// blobs: label, original path "<class>/<file>", size, SHA-256 checksum, CRC32C and the user's
 // metadata columns (patient_id, slide, ...). Besides: the class names (label i is the i-th
 // class in bytewise order of the class directory names) and the stored splits.
 //
@@ -54,10 +54,15 @@ import (
 type Sample struct {
 	ID       uuid.UUID
 	Label    int
-	Name     string // path relative to the dataset root, "<class>/<file>"
-	Size     int64  // blob length in bytes
-	Checksum [sha256.Size]byte
-	Meta     map[string]string // user columns; absent or empty values are omitted
+	Name     string            // path relative to the dataset root, "<class>/<file>"
+	Size     int64             // blob length in bytes
+	Checksum [sha256.Size]byte // SHA-256 of the blob: the sample's identity, shown to users
+	// CRC32C (Castagnoli) of the blob, if HasCRC32C: what readers verify blobs with, at
+	// memory speed. Samples ingested before it existed have none and are verified with
+	// Checksum; ingesting them again adds it.
+	CRC32C    uint32
+	HasCRC32C bool
+	Meta      map[string]string // user columns; absent or empty values are omitted
 }
 
 // Blob is the content of one sample with its label.
@@ -82,8 +87,9 @@ type Store interface {
 	// Labels returns the class names indexed by label; empty if none were stored.
 	Labels(ctx context.Context) ([]string, error)
 
-	// Put stores a sample: the blob first, then its metadata row (the commit marker). s.Size
-	// and s.Checksum must describe data. Meta keys must be existing columns.
+	// Put stores a sample: the blob first, then its metadata row (the commit marker). s.Size,
+	// s.Checksum and s.CRC32C (if set) must describe data. Meta keys must be existing
+	// columns.
 	Put(ctx context.Context, s Sample, data []byte) error
 	// Get reads one blob. buf, if large enough, may be used for the data. A missing blob
 	// wraps ErrNotFound.

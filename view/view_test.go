@@ -322,3 +322,22 @@ func TestUUIDNames(t *testing.T) {
 		}
 	}
 }
+
+func TestClassDirectories(t *testing.T) {
+	ix := testIndex(t, 6, []string{"b", "a", "c"}) // not in bytewise order: names get label prefixes
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}})
+	for label, name := range set.ClassNames() {
+		if got, ok := set.Class(name); !ok || got != label {
+			t.Errorf("Class(%q) = %d, %v; want %d", name, got, ok, label)
+		}
+	}
+	if _, ok := set.Class("b"); ok {
+		t.Errorf("a label's raw name resolved although its directory is %q", set.ClassNames()[0])
+	}
+	if sp, ok := set.Split("all"); !ok || sp.Name != "all" || len(set.Splits()) != 1 {
+		t.Errorf("Split(all) = %v, %v", sp, ok)
+	}
+	if _, ok := set.Split("train"); ok {
+		t.Errorf("a split not shown resolved")
+	}
+}

@@ -45,7 +45,7 @@ func newMetrics() *metrics {
 		}, []string{"kind"}),
 	}
 	// Every kind is exported from the start, so rates work before the first failure.
-	for _, k := range []string{store.KindTimeout, store.KindUnavailable, store.KindMissing, store.KindCorrupt, store.KindCanceled, store.KindOther} {
+	for _, k := range store.Kinds {
 		m.fetchErrors.WithLabelValues(k)
 	}
 	m.reg.MustRegister(m.fetchSeconds, m.fetchErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

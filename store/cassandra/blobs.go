@@ -19,8 +19,11 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 		return err
 	}
 	c.mu.Lock()
-	known := c.columns
+	known, crc := c.columns, c.crc
 	c.mu.Unlock()
+	if !crc {
+		s.HasCRC32C = false // a dataset opened without Create, made before the column
+	}
 	writes, err := putWrites(s, data, known)
 	if err != nil {
 		return err
@@ -47,6 +50,10 @@ type write struct {
 func putWrites(s store.Sample, data []byte, known []string) ([]write, error) {
 	cols := []string{"id", "label", "name", "size", "checksum"}
 	args := []any{gocql.UUID(s.ID), s.Label, s.Name, s.Size, s.Checksum[:]}
+	if s.HasCRC32C {
+		cols = append(cols, "crc32c")
+		args = append(args, int32(s.CRC32C))
+	}
 	keys := make([]string, 0, len(s.Meta))
 	for k, v := range s.Meta {
 		if v == "" {

@@ -10,9 +10,11 @@
 //
 //   - blobs(id uuid PRIMARY KEY, label int, data blob): the encoded image with its label beside
 //     it, so one point read returns both. Not compressed: JPEG/PNG do not compress.
-//   - samples(id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, <user
-//     columns>): everything a listing needs without touching blobs. name is the original path
-//     relative to the dataset root ("<class>/<file>"); checksum is the SHA-256 of the blob. The
+//   - samples(id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c
+//     int, <user columns>): everything a listing needs without touching blobs. name is the
+//     original path relative to the dataset root ("<class>/<file>"); checksum is the SHA-256
+//     of the blob, crc32c its CRC32C (as a signed int; null for samples written before the
+//     column existed, which a later write of the dataset adds). The
 //     user's metadata columns (patient_id, slide, ...) are text columns added on demand.
 //   - labels(label int PRIMARY KEY, name text): the class names.
 //   - splits((bucket), name): one row per stored split (its size, chunk count, a SHA-256 of
@@ -126,6 +128,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	columns []string // guarded by mu; user columns of samples, sorted
+	crc     bool     // guarded by mu; samples has the crc32c column (datasets made before it do not)
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
 	nodes       int          // nodes in the cluster when the store was opened

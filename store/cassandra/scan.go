@@ -19,7 +19,11 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	if err != nil {
 		return err
 	}
+	crc := c.hasCRC()
 	q := `SELECT id, label, name, size, checksum`
+	if crc {
+		q += ", crc32c"
+	}
 	for _, col := range cols {
 		q += ", " + col
 	}
@@ -57,7 +61,7 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		go func() {
 			defer wg.Done()
 			for r := range work {
-				if err := c.scanRange(ctx, q, cols, r, call); err != nil {
+				if err := c.scanRange(ctx, q, crc, cols, r, call); err != nil {
 					fail(err)
 				}
 			}
@@ -79,7 +83,7 @@ feed:
 	return ctx.Err()
 }
 
-func (c *Store) scanRange(ctx context.Context, q string, cols []string, r [2]int64, fn func(store.Sample) error) error {
+func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string, r [2]int64, fn func(store.Sample) error) error {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -97,9 +101,13 @@ func (c *Store) scanRange(ctx context.Context, q string, cols []string, r [2]int
 		name     string
 		size     int64
 		checksum []byte
+		crc32c   *int32 // nil: written before samples had the column
 	)
 	meta := make([]*string, len(cols))
 	dest := []any{&id, &label, &name, &size, &checksum}
+	if crc {
+		dest = append(dest, &crc32c)
+	}
 	for i := range cols {
 		meta[i] = new(string)
 		dest = append(dest, meta[i])
@@ -111,6 +119,10 @@ func (c *Store) scanRange(ctx context.Context, q string, cols []string, r [2]int
 			return fmt.Errorf("scan dataset %q: sample %s (%s) has a %d-byte checksum, want %d", c.cfg.Dataset, s.ID, name, len(checksum), len(s.Checksum))
 		}
 		copy(s.Checksum[:], checksum)
+		if crc32c != nil {
+			s.CRC32C, s.HasCRC32C = uint32(*crc32c), true
+		}
+		crc32c = nil
 		for i, col := range cols {
 			if *meta[i] != "" {
 				if s.Meta == nil {

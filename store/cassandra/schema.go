@@ -10,17 +10,43 @@ import (
 )
 
 func (c *Store) createTables(ctx context.Context) error {
-	for _, q := range append([]string{
+	qs := []string{
 		// Blobs do not compress; the label sits beside the data so one read returns both.
 		`CREATE TABLE IF NOT EXISTS blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
-		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob)`,
+		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int)`,
 		`CREATE TABLE IF NOT EXISTS labels (label int PRIMARY KEY, name text)`,
-	}, splitTables...) {
+	}
+	for _, q := range append(qs, splitTables...) {
 		if err := c.ddl(ctx, q); err != nil {
 			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
+	// Datasets made before samples had a CRC32C gain the column when written to again.
+	if _, err := c.Columns(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	has := c.crc
+	c.mu.Unlock()
+	if !has {
+		if err := c.ddl(ctx, `ALTER TABLE samples ADD crc32c int`); err != nil {
+			// Another ingest may have added it meanwhile; only the schema can tell.
+			if _, cerr := c.Columns(ctx); cerr != nil || !c.hasCRC() {
+				return fmt.Errorf("add the crc32c column to dataset %q: %w", c.cfg.Dataset, kinded(err))
+			}
+		}
+		if _, err := c.Columns(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// hasCRC reports whether the samples table has the crc32c column (as of the last Columns).
+func (c *Store) hasCRC() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.crc
 }
 
 func (c *Store) ddl(ctx context.Context, q string) error {
@@ -87,7 +113,9 @@ func (c *Store) Columns(ctx context.Context) ([]string, error) {
 		c.cfg.Dataset).WithContext(rctx).Iter()
 	var cols []string
 	var name string
+	crc := false
 	for iter.Scan(&name) {
+		crc = crc || name == "crc32c"
 		if !slices.Contains(store.BuiltinColumns, name) {
 			cols = append(cols, name)
 		}
@@ -97,7 +125,7 @@ func (c *Store) Columns(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(cols)
 	c.mu.Lock()
-	c.columns = cols
+	c.columns, c.crc = cols, crc
 	c.mu.Unlock()
 	return slices.Clone(cols), nil
 }

@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore NewStore) {
 	}{
 		{"PutGetRoundTrip", testPutGet},
 		{"GetMissingIsNotFound", testGetMissing},
+		{"PutWithoutCRC", testPutWithoutCRC},
 		{"GetReusesBuffer", testGetReusesBuffer},
 		{"ScanListsEveryPutOnce", testScan},
 		{"PutIsIdempotent", testPutIdempotent},
@@ -56,11 +57,13 @@ func MakeSample(dataset string, i, label int, size int) (store.Sample, []byte) {
 		data[j] = byte(i*31 + j*7 + j>>8)
 	}
 	return store.Sample{
-		ID:       store.SampleID(dataset, name),
-		Label:    label,
-		Name:     name,
-		Size:     int64(size),
-		Checksum: store.Checksum(data),
+		ID:        store.SampleID(dataset, name),
+		Label:     label,
+		Name:      name,
+		Size:      int64(size),
+		Checksum:  store.Checksum(data),
+		CRC32C:    store.CRC32C(data),
+		HasCRC32C: true,
 	}, data
 }
 
@@ -97,11 +100,22 @@ func testPutGet(t *testing.T, s store.Store) {
 		t.Fatalf("Scan listed %d samples, want 1", len(got))
 	}
 	g := got[0]
-	if g.ID != smp.ID || g.Label != 3 || g.Name != smp.Name || g.Size != smp.Size || g.Checksum != smp.Checksum {
+	if g.ID != smp.ID || g.Label != 3 || g.Name != smp.Name || g.Size != smp.Size || g.Checksum != smp.Checksum || !g.HasCRC32C || g.CRC32C != smp.CRC32C {
 		t.Errorf("Scan = %+v, want %+v", g, smp)
 	}
 	if g.Meta["patient_id"] != "p7" || g.Meta["slide"] != "s2" || len(g.Meta) != 2 {
 		t.Errorf("Scan meta = %v, want patient_id=p7 slide=s2", g.Meta)
+	}
+}
+
+func testPutWithoutCRC(t *testing.T, s store.Store) {
+	smp, data := MakeSample(s.Dataset(), 5, 1, 300)
+	smp.CRC32C, smp.HasCRC32C = 0, false
+	put(t, s, smp, data)
+	var got []store.Sample
+	check(t, s.Scan(context.Background(), func(x store.Sample) error { got = append(got, x); return nil }))
+	if len(got) != 1 || got[0].HasCRC32C {
+		t.Errorf("a sample put without a CRC32C is listed as %+v, want one without", got)
 	}
 }
 
@@ -227,6 +241,11 @@ func testPutRejects(t *testing.T, s store.Store) {
 	bad.Checksum[0] ^= 1
 	if err := s.Put(ctx, bad, data); err == nil {
 		t.Errorf("Put with a wrong checksum succeeded")
+	}
+	bad = smp
+	bad.CRC32C ^= 1
+	if err := s.Put(ctx, bad, data); err == nil {
+		t.Errorf("Put with a wrong CRC32C succeeded")
 	}
 	n := 0
 	check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))

@@ -1,0 +1,98 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestCheckPut(t *testing.T) {
+	data := []byte("image bytes")
+	good := Sample{ID: uuid.New(), Name: "a/1.jpg", Size: int64(len(data)), Checksum: Checksum(data), CRC32C: CRC32C(data), HasCRC32C: true}
+	if err := CheckPut(good, data); err != nil {
+		t.Fatalf("CheckPut(good) = %v", err)
+	}
+	noCRC := good
+	noCRC.CRC32C, noCRC.HasCRC32C = 12345, false // not set: not checked
+	if err := CheckPut(noCRC, data); err != nil {
+		t.Errorf("CheckPut without a CRC32C = %v", err)
+	}
+	for what, mutate := range map[string]func(*Sample){
+		"size":     func(s *Sample) { s.Size++ },
+		"checksum": func(s *Sample) { s.Checksum[31] ^= 1 },
+		"CRC32C":   func(s *Sample) { s.CRC32C ^= 1 << 31 },
+	} {
+		bad := good
+		mutate(&bad)
+		if err := CheckPut(bad, data); err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), "a/1.jpg") {
+			t.Errorf("CheckPut with a wrong %s = %v, want an error naming it and the sample", what, err)
+		}
+	}
+}
+
+func TestCheckSplits(t *testing.T) {
+	long := strings.Repeat("x", MaxSplitName)
+	if err := CheckSplits([]NewSplit{{Name: "train"}, {Name: long}}); err != nil {
+		t.Errorf("CheckSplits(valid) = %v", err)
+	}
+	for _, bad := range [][]NewSplit{
+		nil,
+		{{Name: ""}},
+		{{Name: long + "x"}},
+		{{Name: "a"}, {Name: "b"}, {Name: "a"}},
+	} {
+		if err := CheckSplits(bad); err == nil {
+			t.Errorf("CheckSplits(%d splits) accepted %v", len(bad), bad)
+		}
+	}
+}
+
+func TestCRC32C(t *testing.T) {
+	// The Castagnoli check value (RFC 3720, B.4): CRC32C("123456789") = 0xE3069283.
+	if got := CRC32C([]byte("123456789")); got != 0xE3069283 {
+		t.Errorf("CRC32C(123456789) = %08x, want e3069283", got)
+	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+var _ net.Error = timeoutErr{}
+
+func TestErrorKind(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("get sample x: %w", err) }
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{wrap(ErrCorrupt), KindCorrupt},
+		{wrap(ErrNotFound), KindMissing},
+		{wrap(context.Canceled), KindCanceled},
+		{wrap(context.DeadlineExceeded), KindTimeout},
+		{wrap(timeoutErr{}), KindTimeout},
+		{wrap(&KindError{Kind: ErrTimeout, Err: errors.New("driver timeout")}), KindTimeout},
+		{wrap(&KindError{Kind: ErrUnavailable, Err: errors.New("no hosts")}), KindUnavailable},
+		{errors.New("boom"), KindOther},
+		// A corrupt blob is corrupt even when it also timed out afterwards.
+		{errors.Join(ErrCorrupt, context.DeadlineExceeded), KindCorrupt},
+	} {
+		if got := ErrorKind(tc.err); got != tc.want {
+			t.Errorf("ErrorKind(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+	k := &KindError{Kind: ErrUnavailable, Err: errors.New("no hosts in the pool")}
+	if k.Error() != "no hosts in the pool" || !errors.Is(k, ErrUnavailable) {
+		t.Errorf("KindError %q: keeps the driver's message and is its kind", k.Error())
+	}
+	if len(Kinds) != 6 {
+		t.Errorf("Kinds lists %d kinds, want 6", len(Kinds))
+	}
+}
