@@ -1,5 +1,6 @@
 // Package ingest loads an ImageFolder-style tree (root/<class>/<file>) and an optional
-// metadata CSV into a dataset.
+// metadata CSV into a dataset. It owns the walk, the CSV's validation and the parallel,
+// idempotent writes; it programs against store.Store and must not know CQL or FUSE.
 //
 // # Decisions
 //

@@ -1,6 +1,7 @@
 // Package synth generates synthetic image datasets for tests, the demo and benchmarks: an
 // ImageFolder tree of real, decodable JPEG (and some PNG) files plus a metadata CSV with
 // entity columns, like a digital-pathology tile dataset (patient, slide, tile coordinates).
+// It writes files only: it must not know the store, the mount or the database.
 //
 // Everything is a pure function of the options and the seed, so two runs produce the same
 // bytes. File sizes scatter around the requested mean (±50%): the image dimensions are
