@@ -442,3 +442,43 @@ func TestOneEpochFetchesEachSampleOnce(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestDemandJoinsPrefetchInFlight: a reader asking for a sample whose prefetch is in flight
+// waits for that fetch and issues none of its own, and gets its bytes when it lands.
+func TestDemandJoinsPrefetchInFlight(t *testing.T) {
+	release := make(chan struct{})
+	var fetches atomic.Int32
+	fetch := func(ctx context.Context, i uint32) ([]byte, error) {
+		fetches.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return blobOf(i, 10), nil
+	}
+	c := NewCache(fetch, CacheOptions{})
+	defer c.Close()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 4, MaxInFlight: 100})
+	defer p.Close()
+	order := rotated(100)
+	p.Access(order, 0)
+	issued := c.Stats().Prefetched
+	next := order.Order(0)[2] // in the window: prefetched, still in flight
+	done := make(chan []byte)
+	go func() {
+		data, err := c.Get(context.Background(), next)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- data
+	}()
+	waitFor(t, "the Get to join the prefetch", func() bool { return c.Stats().Waits == 1 })
+	if s := c.Stats(); s.Misses != 0 || int64(fetches.Load()) != issued {
+		t.Errorf("a Get of a sample in flight started a fetch: %d misses, %d fetches for %d prefetches", s.Misses, fetches.Load(), issued)
+	}
+	close(release)
+	if data := <-done; len(data) != 10 || data[0] != byte(next) {
+		t.Errorf("the joined Get returned %v", data)
+	}
+}
