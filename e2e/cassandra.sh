@@ -197,6 +197,22 @@ EOF
 
 pid_of() { local f; f="$(node_dir "$1")/pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && cat "$f"; }
 
+# ports_free checks, before a node starts, that nothing else listens on its CQL, storage and
+# JMX ports: a node started there fails deep in its startup with a Java stack trace.
+ports_free() { # node index
+  local i=$1 ip port who
+  ip=$(node_ip "$i")
+  for port in "$ip:9042" "$ip:7000" "127.0.0.1:$((7198 + IP_BASE + i))"; do
+    if (exec 3<>"/dev/tcp/${port%:*}/${port##*:}") 2>/dev/null; then
+      who=$(ss -Htlnp "sport = :${port##*:}" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n 1 || true)
+      die "$port is already in use${who:+ by $who}: is another Cassandra running there?
+  stop it, or use it for the tests (CASSFS_TEST_HOSTS=$ip:9042 make e2e),
+  or start this one beside it on other addresses (CASSFS_CASSANDRA_IP_BASE=10 gives 127.0.0.11...;
+  with a CASSFS_CASSANDRA_DIR of its own)"
+    fi
+  done
+}
+
 launch() { # node index
   local i=$1 d java jamm heap; d=$(node_dir "$i")
   java=$(find_java17) || die "no Java 17 found (Cassandra 5.0 needs Java 11 or 17)"
@@ -281,6 +297,7 @@ start() {
   [ -z "$SECURE" ] || make_certs "$n"
   for i in $(seq 1 "$n"); do
     if pid_of "$i" >/dev/null; then log "node $i already running"; continue; fi
+    ports_free "$i"
     write_config "$i" "$n"
     log "starting node $i on $(node_ip "$i")"
     launch "$i"
@@ -295,6 +312,7 @@ startnode() { # node numbers, started one after another (started together, a nod
   local i
   for i in "$@"; do
     if pid_of "$i" >/dev/null; then log "node $i already running"; continue; fi
+    ports_free "$i"
     launch "$i"
     wait_ready "$i"
   done
