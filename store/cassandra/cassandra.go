@@ -73,7 +73,8 @@ type Config struct {
 	// NumConns is the number of connections per host (default 2).
 	NumConns int
 	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 256),
-	// and ScanParallel how many it reads at once (default 8).
+	// and ScanParallel how many it reads at once (default 64: at long round trips the scan
+	// is ScanRanges/ScanParallel round trips in series; the rows are narrow).
 	ScanRanges, ScanParallel int
 	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
 	// clusters reached through NAT, a tunnel or a proxy.
@@ -115,7 +116,7 @@ func (c *Config) defaults() {
 		c.ScanRanges = 256
 	}
 	if c.ScanParallel == 0 {
-		c.ScanParallel = 8
+		c.ScanParallel = 64
 	}
 }
 
@@ -147,18 +148,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("no Cassandra hosts given")
 	}
-	// gocql fills its token-aware replica map only for the session's keyspace, so the
-	// keyspace must exist before the session that serves reads is created.
-	boot, err := newSession(cfg, "")
-	if err != nil {
-		return nil, err
-	}
-	err = ensureKeyspace(ctx, boot, cfg)
-	boot.Close()
-	if err != nil {
-		return nil, err
-	}
-	s, err := newSession(cfg, cfg.Dataset)
+	s, err := openSession(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -169,15 +159,42 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	if _, err := c.Columns(ctx); err != nil {
-		s.Close()
-		return nil, err
-	}
-	if c.nodes, err = c.countNodes(ctx); err != nil {
+	// The schema and the cluster's size, at once: each is a round trip.
+	var colErr, nodeErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _, colErr = c.Columns(ctx) }()
+	c.nodes, nodeErr = c.countNodes(ctx)
+	wg.Wait()
+	if err := errors.Join(colErr, nodeErr); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// openSession connects to the dataset's keyspace. gocql fills its token-aware replica map
+// only for the session's keyspace, so the keyspace must exist before the session that
+// serves reads is made. A dataset that exists (every mount) costs one session: connecting
+// is round trips in series, seconds across an ocean. Only when that fails, or when the
+// dataset may have to be made, a session without a keyspace looks the dataset up (and
+// creates it), for a clear error or a new dataset.
+func openSession(ctx context.Context, cfg Config) (*gocql.Session, error) {
+	if !cfg.Create {
+		if s, err := newSession(cfg, cfg.Dataset); err == nil {
+			return s, nil
+		}
+	}
+	boot, err := newSession(cfg, "")
+	if err != nil {
+		return nil, err
+	}
+	err = ensureKeyspace(ctx, boot, cfg)
+	boot.Close()
+	if err != nil {
+		return nil, err
+	}
+	return newSession(cfg, cfg.Dataset)
 }
 
 // countNodes counts the cluster's nodes: the coordinator and its peers.

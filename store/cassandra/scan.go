@@ -83,6 +83,10 @@ feed:
 	return ctx.Err()
 }
 
+// scanPage is the page size of the metadata scan: a sub-range of a dataset of a few
+// million samples is one page, so each sub-range costs one round trip.
+const scanPage = 10000
+
 func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string, r [2]int64, fn func(store.Sample) error) error {
 	select {
 	case c.sem <- struct{}{}:
@@ -94,7 +98,7 @@ func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string
 	// share one deadline.
 	rctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
 	defer cancel()
-	iter := c.session.Query(q, r[0], r[1]).WithContext(rctx).Idempotent(true).PageSize(2000).Iter()
+	iter := c.session.Query(q, r[0], r[1]).WithContext(rctx).Idempotent(true).PageSize(scanPage).Iter()
 	var (
 		id       gocql.UUID
 		label    int
