@@ -46,6 +46,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	./e2e/cassandra.sh start
 	$(GO) test -tags e2e -run '^$$' -bench StoreGet -benchtime 3000x -count 3 -timeout 30m ./e2e/ | tee bench/store-get.txt
 	$(GO) test -tags e2e -run '^$$' -bench FilesystemRead -benchtime 1x -count 3 -timeout 30m ./e2e/ | tee bench/filesystem-read.txt
+	$(GO) test -tags e2e -run '^$$' -bench MountStart -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/mount-start.txt
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt
 	$(GO) test -run '^$$' -bench Create -benchtime 1x -count 1 -benchmem -timeout 30m ./splits/ | tee bench/split-create.txt
 	$(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -count 1 -timeout 30m -v ./e2e/ 2>&1 | tee bench/soak.txt
