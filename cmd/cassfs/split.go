@@ -497,7 +497,7 @@ func newSplitExportCmd() *cobra.Command {
 {"format": "` + splits.ExportFormat + `", "dataset": ..., "splits": [{"name", "params", "report",
 "members": [sample ids]}]}. import reads it back, into this or another copy of the dataset.`,
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
-			return writeFileOrStdout(output, func(w io.Writer) error { return exportSplits(c.Context(), st, args, w) })
+			return writeFileOrStdout(output, func(w io.Writer) error { return splits.Export(c.Context(), st, args, w) })
 		}),
 	}
 	db.register(c)
@@ -524,10 +524,6 @@ func writeFileOrStdout(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-func exportSplits(ctx context.Context, st store.Store, names []string, w io.Writer) error {
-	return splits.Export(ctx, st, names, w)
 }
 
 func newSplitImportCmd() *cobra.Command {

@@ -167,15 +167,16 @@ func TestSplitFoldsDryRun(t *testing.T) {
 	}
 }
 
-// TestSplitExportImport: the commands' wrappers around splits.Export and splits.Import
-// (tested in splits) round-trip created splits and say what they did.
+// TestSplitExportImport: splits exported and imported by the commands' code paths
+// (splits.Export, and importSplits around splits.Import, both tested in splits) round-trip
+// created splits, and import says what it did.
 func TestSplitExportImport(t *testing.T) {
 	ctx := context.Background()
 	src := tiles(t, 30, false)
 	var out bytes.Buffer
 	check(t, createSplits(ctx, src, defaultCreate(), &out))
 	var file bytes.Buffer
-	check(t, exportSplits(ctx, src, nil, &file))
+	check(t, splits.Export(ctx, src, nil, &file))
 	dst := tiles(t, 30, false) // the same samples, in another store
 	out.Reset()
 	check(t, importSplits(ctx, dst, bytes.NewReader(file.Bytes()), "s.json", false, &out))

@@ -22,21 +22,14 @@ func (c *Store) createTables(ctx context.Context) error {
 		}
 	}
 	// Datasets made before samples had a CRC32C gain the column when written to again.
-	if _, err := c.Columns(ctx); err != nil {
+	// (Open reads the schema once more afterwards.)
+	if _, err := c.Columns(ctx); err != nil || c.hasCRC() {
 		return err
 	}
-	c.mu.Lock()
-	has := c.crc
-	c.mu.Unlock()
-	if !has {
-		if err := c.ddl(ctx, `ALTER TABLE samples ADD crc32c int`); err != nil {
-			// Another ingest may have added it meanwhile; only the schema can tell.
-			if _, cerr := c.Columns(ctx); cerr != nil || !c.hasCRC() {
-				return fmt.Errorf("add the crc32c column to dataset %q: %w", c.cfg.Dataset, kinded(err))
-			}
-		}
-		if _, err := c.Columns(ctx); err != nil {
-			return err
+	if err := c.ddl(ctx, `ALTER TABLE samples ADD crc32c int`); err != nil {
+		// Another ingest may have added it meanwhile; only the schema can tell.
+		if _, cerr := c.Columns(ctx); cerr != nil || !c.hasCRC() {
+			return fmt.Errorf("add the crc32c column to dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
 	return nil
