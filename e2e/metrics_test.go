@@ -40,8 +40,13 @@ func TestMetricsEndpoint(t *testing.T) {
 	if v := value("cassfs_prefetched_total"); v < sharedCount {
 		t.Errorf("cassfs_prefetched_total %v, want at least the %d samples read", v, sharedCount)
 	}
-	if v := value(`cassfs_prefetch_window\{split="all"\}`); v <= 64 {
-		t.Errorf("prefetch window %v: it should have grown from 64 over %d reads", v, sharedCount)
+	// The window controller measured the readers and the link, and sized the window from them.
+	rate, lat := value(`cassfs_prefetch_rate\{split="all"\}`), value("cassfs_prefetch_latency_seconds")
+	if rate <= 0 || lat <= 0 || lat > 10 {
+		t.Errorf("controller measured readers at %v samples/s and fetches at %v s: want both positive (and a fetch within the deadline)", rate, lat)
+	}
+	if v := value(`cassfs_prefetch_window\{split="all"\}`); v < 64 {
+		t.Errorf("prefetch window %v, below the initial 64", v)
 	}
 	if v := value("cassfs_fetch_seconds_count"); v < sharedCount || v > 2*sharedCount {
 		t.Errorf("cassfs_fetch_seconds_count %v for %d samples", v, sharedCount)
@@ -118,10 +123,10 @@ func metricsSummary(body string) string {
 	if count > 0 {
 		mean = get("cassfs_fetch_seconds_sum") / count * 1000
 	}
-	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f cached %.0f MiB",
+	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f (latency %.1f ms) cached %.0f MiB",
 		get("cassfs_cache_hits_total"), get("cassfs_cache_misses_total"), get("cassfs_cache_waits_total"),
 		get("cassfs_prefetched_total"), get("cassfs_prefetch_dropped_total"), get("cassfs_cache_evictions_total"),
-		count, mean, sumMetric(body, "cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_cache_bytes")/(1<<20))
+		count, mean, sumMetric(body, "cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_prefetch_latency_seconds")*1000, get("cassfs_cache_bytes")/(1<<20))
 }
 
 // sumMetric adds up every labelled sample of a metric.

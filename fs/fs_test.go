@@ -580,8 +580,8 @@ func TestPrefetchFollowsLookups(t *testing.T) {
 		t.Errorf("%d fetches for %d samples", got, len(lines))
 	}
 	st := p.Stats()
-	if len(st) != 1 || st[0].Window <= 8 {
-		t.Errorf("prefetch stream %+v: want one stream whose window grew from 8", st)
+	if len(st) != 1 || st[0].Consumed < int64(len(lines)) {
+		t.Errorf("prefetch stream %+v: want one stream told of every one of the %d lookups", st, len(lines))
 	}
 }
 

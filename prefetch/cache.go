@@ -51,10 +51,10 @@ type Cache struct {
 	inflight   map[uint32]*call               // guarded by mu
 	failed     map[uint32]failure             // guarded by mu; recent failures
 	failFor    time.Duration
-	prefetches int             // guarded by mu; fetches in flight started by Prefetch
-	reserved   int64           // guarded by mu; expected bytes of prefetches in flight
-	onArrive   func(owner any) // set once before use; called, without mu, after each prefetch ends
-	present    []atomic.Uint64 // bit i: sample i is cached; written under mu, read without it
+	prefetches int                                          // guarded by mu; fetches in flight started by Prefetch
+	reserved   int64                                        // guarded by mu; expected bytes of prefetches in flight
+	onArrive   func(owner any, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch ends
+	present    []atomic.Uint64                              // bit i: sample i is cached; written under mu, read without it
 
 	stats cacheCounters
 }
@@ -213,7 +213,9 @@ func (c *Cache) startLocked(i uint32, reserved int64, owner any) *call {
 func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	defer c.wg.Done()
 	prefetch := reserved >= 0
+	start := time.Now()
 	data, err := c.fetch(c.ctx, i)
+	took := time.Since(start)
 	c.mu.Lock()
 	delete(c.inflight, i)
 	if prefetch {
@@ -241,7 +243,7 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	c.mu.Unlock()
 	close(cl.done)
 	if prefetch && onArrive != nil {
-		onArrive(cl.owner)
+		onArrive(cl.owner, took, err == nil)
 	}
 }
 

@@ -44,13 +44,42 @@
 // their names are then bound to the samples fetched ahead; under strict order they profit
 // only where their random picks fall into the window.
 //
-// The window starts small and grows by one for every GrowEvery samples consumed (the
-// paper's "one extra batch for every four consumed": at most 25% above the steady rate), so
-// a new reader does not burst hundreds of requests onto the link at once. It stops growing
-// at MaxWindow, and issuing pauses while prefetched-but-unread blobs fill the cache up to
-// KeepFree bytes short of its bound: the window shrinks to what memory holds, and resumes as
-// readers consume. Prefetches in flight are capped at MaxInFlight, below the store's own
-// bound, so demand reads of samples not yet fetched always find room and jump the queue.
+// Prefetches in flight are capped at MaxInFlight, below the store's own bound, so demand
+// reads of samples not yet fetched always find room and jump the queue; and issuing pauses
+// while prefetched-but-unread blobs fill the cache up to KeepFree bytes short of its bound:
+// the window shrinks to what memory holds, and resumes as readers consume.
+//
+// # Window controller
+//
+// Nobody tunes a window per link, so each stream's window sizes itself from two
+// measurements (control.go):
+//
+//   - the link's latency d: the smallest latency of the prefetches that arrived in the last
+//     10 s (a sliding minimum of two 5 s halves). The smallest, not the mean: the mean
+//     includes the queueing the prefetcher itself causes at the database, and a window sized
+//     from it would grow the queue that inflates it;
+//   - the readers' rate r: samples consumed per second over ticks of at least half a
+//     round trip (d/2, 10 ms at least). A higher rate is taken at once; a lower one fades
+//     with a half-life of 1 s once two ticks pass without a measurement, so a reader held up
+//     for a moment by one straggler does not shrink the window.
+//
+// Readers consuming r samples/s from fetches that take d need r·d fetches in flight
+// (Little's law). The window is InitialWindow + 2·r·d, within MaxWindow: the factor 2 is
+// headroom, and it is what lets the window find the rate the readers can reach: while they
+// wait on the window, r is the rate the window allows (about window/d), so each round trip
+// the window and the rate it allows roughly double, until the readers' own speed or the
+// database's throughput bounds r. From InitialWindow (64) at 150 ms, readers that could
+// take 1,500 samples/s are served at that rate after about four round trips. The window
+// then follows r and d proportionally. It cannot oscillate: d does not depend on the
+// window (a minimum over seconds, not the queue's length), r only depends on it while the
+// window is what holds the readers back, and there it grows monotonically; once the readers
+// or the database bound r, a larger window changes neither measurement, so there is
+// nothing to feed back. Growth overshoots the need by at most the gain (2×), and the cache
+// bounds it in bytes: a window beyond what KeepFree leaves is simply not issued.
+//
+// When the readers stop, nothing is issued beyond the window they left (no timer issues
+// anything), the rate fades, and readers that come back start from a window sized to their
+// new rate, not to the one they left with: no burst onto the link after a pause.
 //
 // A completed prefetch wakes only the stream that issued it, and the streams the cache
 // turned away for lack of room; an epoch's order is pulled from its Stream outside every

@@ -3,20 +3,22 @@ package prefetch
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Options configure a Prefetcher.
 type Options struct {
 	Size          func(i uint32) int64 // sample i's blob size (required)
-	InitialWindow int                  // samples ahead at the start of a stream (default 64)
-	MaxWindow     int                  // largest window (default 1024)
-	GrowEvery     int                  // consumed samples per extra window slot (default 4)
-	MaxInFlight   int                  // prefetches in flight at once (default 128)
+	InitialWindow int                  // samples ahead at the start of a stream, and the least window (default 64)
+	MaxWindow     int                  // largest window (default 8192); the controller sizes it below
+	MaxInFlight   int                  // prefetches in flight at once (default 1024)
 	KeepFree      int64                // cache bytes kept free of unread prefetched blobs (default 1/8 of the bound)
 	// NextEpochAhead bounds how far the prefetcher runs into the next epoch before readers
 	// enter it (default 32): enough to start it without a wait, and little fetched in vain
 	// when the readers stop at the end of the epoch.
 	NextEpochAhead int
+	// Now is the clock the controller measures with (default time.Now); tests set it.
+	Now func() time.Time
 }
 
 func (o *Options) defaults(cacheBytes int64) {
@@ -26,20 +28,20 @@ func (o *Options) defaults(cacheBytes int64) {
 		o.InitialWindow = 64
 	}
 	if o.MaxWindow <= 0 {
-		o.MaxWindow = 1024
+		o.MaxWindow = 8192
 	}
 	o.InitialWindow = min(o.InitialWindow, o.MaxWindow)
-	if o.GrowEvery <= 0 {
-		o.GrowEvery = 4
-	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 128
+		o.MaxInFlight = 1024
 	}
 	if o.KeepFree <= 0 {
 		o.KeepFree = cacheBytes / 8
 	}
 	if o.NextEpochAhead <= 0 {
 		o.NextEpochAhead = 32
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 }
 
@@ -60,6 +62,7 @@ type Prefetcher struct {
 	opts    Options
 	closed  atomic.Bool
 	blocked atomic.Int32 // streams the cache turned away for lack of room
+	latency minFilter    // the link's latency: smallest prefetch latency of the horizon
 
 	mu      sync.Mutex
 	streams map[Stream]*stream // guarded by mu
@@ -69,13 +72,14 @@ type stream struct {
 	src Stream
 
 	mu       sync.Mutex
-	epoch    uint64   // guarded by mu; the newest epoch accessed
-	cur      []uint32 // guarded by mu; order of epoch
-	next     []uint32 // guarded by mu; order of epoch+1, once the window reaches it
-	accessed int      // guarded by mu; accesses in epoch
-	head     int      // guarded by mu; readers' progress: position accessed-1 of epoch's order
-	consumed int64    // guarded by mu; accesses so far
-	window   int      // guarded by mu
+	epoch    uint64    // guarded by mu; the newest epoch accessed
+	cur      []uint32  // guarded by mu; order of epoch
+	next     []uint32  // guarded by mu; order of epoch+1, once the window reaches it
+	accessed int       // guarded by mu; accesses in epoch
+	head     int       // guarded by mu; readers' progress: position accessed-1 of epoch's order
+	consumed int64     // guarded by mu; accesses so far
+	rate     rateMeter // guarded by mu; readers' consumption
+	window   int       // guarded by mu; set by the controller at every access
 	// The next position to issue is epoch+nextEpoch, position nextPos; guarded by mu.
 	nextEpoch int // 0 or 1: the prefetcher runs at most one epoch ahead
 	nextPos   int
@@ -146,9 +150,10 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 	s.accessed++
 	s.head = min(s.accessed, len(s.cur)) - 1
 	s.consumed++
-	if s.consumed%int64(p.opts.GrowEvery) == 0 && s.window < p.opts.MaxWindow {
-		s.window++
-	}
+	now := p.opts.Now()
+	lat := p.latency.get(now)
+	s.rate.add(now, lat/2)
+	s.window = windowFor(s.rate.get(now), lat, p.opts.InitialWindow, p.opts.MaxWindow)
 	needNext := p.pumpLocked(s)
 	s.mu.Unlock()
 	p.pump(s, needNext)
@@ -217,11 +222,15 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 	return false
 }
 
-// arrived is the cache's callback when a prefetch ends: the stream that issued it may issue
-// more, and so may the streams the cache turned away before.
-func (p *Prefetcher) arrived(owner any) {
+// arrived is the cache's callback when a prefetch ends, after took (ok: with its blob): the
+// latency is measured, the stream that issued it may issue more, and so may the streams the
+// cache turned away before.
+func (p *Prefetcher) arrived(owner any, took time.Duration, ok bool) {
 	if p.closed.Load() {
 		return
+	}
+	if ok {
+		p.latency.add(p.opts.Now(), took)
 	}
 	if s, ok := owner.(*stream); ok {
 		s.mu.Lock()
@@ -253,10 +262,11 @@ func (p *Prefetcher) arrived(owner any) {
 type StreamStats struct {
 	Name     string
 	Epoch    uint64
-	Head     int   // readers' progress in Epoch (samples accessed, less one)
-	Window   int   // samples ahead of Head that may be in flight or cached
-	Issued   int64 // prefetches issued
-	Consumed int64 // accesses reported
+	Head     int     // readers' progress in Epoch (samples accessed, less one)
+	Window   int     // samples ahead of Head that may be in flight or cached
+	Rate     float64 // readers' consumption, samples/s, as the controller measures it
+	Issued   int64   // prefetches issued
+	Consumed int64   // accesses reported
 }
 
 // Stats returns every stream's state.
@@ -270,11 +280,16 @@ func (p *Prefetcher) Stats() []StreamStats {
 	var out []StreamStats
 	for _, s := range all {
 		s.mu.Lock()
-		out = append(out, StreamStats{Name: s.src.Name(), Epoch: s.epoch, Head: s.head, Window: s.window, Issued: s.issued, Consumed: s.consumed})
+		out = append(out, StreamStats{Name: s.src.Name(), Epoch: s.epoch, Head: s.head, Window: s.window,
+			Rate: s.rate.get(p.opts.Now()), Issued: s.issued, Consumed: s.consumed})
 		s.mu.Unlock()
 	}
 	return out
 }
+
+// Latency is the link's latency as the controller sees it: the smallest prefetch latency of
+// the last few seconds (0 before the first prefetch arrives).
+func (p *Prefetcher) Latency() time.Duration { return p.latency.get(p.opts.Now()) }
 
 // Close stops issuing prefetches; fetches in flight end with the cache's Close.
 func (p *Prefetcher) Close() { p.closed.Store(true) }

@@ -78,11 +78,15 @@ func rotated(n int) *testStream {
 	}}
 }
 
-func TestWindowGrowsWithConsumption(t *testing.T) {
+// TestIssuesUpToTheWindow: every access issues the positions up to head+window, and
+// nothing beyond. The clock stands still, so the controller measures no rate and the window
+// stays at its initial size.
+func TestIssuesUpToTheWindow(t *testing.T) {
 	f := newCountingFetch(100)
 	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
-	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, GrowEvery: 4, MaxInFlight: 1000})
+	still := time.Now()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, MaxInFlight: 1000, Now: func() time.Time { return still }})
 	defer p.Close()
 	order := rotated(1000)
 	for pos := range 100 {
@@ -92,39 +96,18 @@ func TestWindowGrowsWithConsumption(t *testing.T) {
 		}
 	}
 	settle(t, c)
-	st := p.Stats()[0]
-	// 8 at the start, one more for every 4 consumed: 8 + 100/4.
-	if st.Window != 33 {
-		t.Errorf("window after 100 accesses = %d, want 33", st.Window)
+	if st := p.Stats()[0]; st.Window != 8 {
+		t.Errorf("window after 100 accesses at one instant = %d, want the initial 8", st.Window)
 	}
-	// Everything up to head+window was issued, and nothing beyond: positions 0..132.
-	if got := c.Stats().Prefetched; got != 133 {
-		t.Errorf("prefetched %d samples, want 133 (positions up to 99+33)", got)
+	// Positions 0..107 were issued, and nothing beyond.
+	if got := c.Stats().Prefetched; got != 108 {
+		t.Errorf("prefetched %d samples, want 108 (positions up to 99+8)", got)
 	}
 	if s := c.Stats(); s.Misses != 0 {
 		t.Errorf("%d demand reads missed although each was prefetched first", s.Misses)
 	}
 	if m := f.maxPerSample(); m != 1 {
 		t.Errorf("a sample was fetched %d times", m)
-	}
-}
-
-func TestWindowIsCapped(t *testing.T) {
-	f := newCountingFetch(10)
-	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
-	defer c.Close()
-	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 4, MaxWindow: 10, MaxInFlight: 1000})
-	defer p.Close()
-	order := rotated(10_000)
-	for range 1000 {
-		p.Access(order, 0)
-	}
-	settle(t, c)
-	if st := p.Stats()[0]; st.Window != 10 {
-		t.Errorf("window %d, want the cap 10", st.Window)
-	}
-	if got := c.Stats().Prefetched; got != 1010 {
-		t.Errorf("prefetched %d, want 1010", got)
 	}
 }
 

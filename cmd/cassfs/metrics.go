@@ -180,6 +180,8 @@ var (
 	}
 	descWindow   = prometheus.NewDesc("cassfs_prefetch_window", "Samples ahead of the readers the prefetcher may fetch.", []string{"split"}, nil)
 	descPosition = prometheus.NewDesc("cassfs_prefetch_position", "Furthest position readers reached in the current epoch.", []string{"split", "epoch"}, nil)
+	descRate     = prometheus.NewDesc("cassfs_prefetch_rate", "Readers' consumption as the window controller measures it, samples per second.", []string{"split"}, nil)
+	descLatency  = prometheus.NewDesc("cassfs_prefetch_latency_seconds", "Fetch latency the window controller sizes windows with: the smallest of the last seconds.", nil, nil)
 )
 
 func init() {
@@ -199,6 +201,8 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- descWindow
 	ch <- descPosition
+	ch <- descRate
+	ch <- descLatency
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -213,8 +217,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.pf == nil {
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(descLatency, prometheus.GaugeValue, c.pf.Latency().Seconds())
 	for _, st := range c.pf.Stats() {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Name)
+		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, st.Rate, st.Name)
 		ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Head), st.Name, strconv.FormatUint(st.Epoch, 10))
 	}
 }

@@ -82,8 +82,11 @@ with samples from a little further on, so a few may be read twice and as many sk
 At start the dataset's metadata is loaded once; listings never touch the database again.
 File contents are fetched whole, once however many readers ask, and kept in a cache of
 --cache-size bytes. As readers look up names of an epoch, the samples that follow in the
-epoch's order are prefetched, many at once, into the cache as they arrive; the window grows
-with consumption up to --prefetch samples and carries on into the next epoch.
+epoch's order are prefetched, many at once, into the cache as they arrive. The window
+sizes itself: twice what the readers' measured rate needs in flight at the measured fetch
+latency (so a LAN and a 300 ms link both need no tuning), within --prefetch samples,
+--prefetch-in-flight requests and what the cache holds; it runs a little into the next
+epoch.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
@@ -105,16 +108,18 @@ recovered; a mountpoint in use is refused.`,
 			return runMount(c.Context(), &f, args[0])
 		},
 	}
+	// Room for the prefetches a long link needs (--prefetch-in-flight) and demand reads.
+	f.db.maxInFlight = 1280
 	f.db.register(c)
 	fl := c.Flags()
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's memory is limited to this plus ~100 bytes per sample plus 128 MiB")
-	fl.IntVar(&f.prefetch, "prefetch", 1024, "largest read-ahead window, in samples, along each epoch's order (0: no prefetching)")
+	fl.IntVar(&f.prefetch, "prefetch", 8192, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
 	f.order = view.Arrival
 	fl.Var(&f.order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
-	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 128, "most prefetch requests in flight (keep below --max-in-flight so demand reads find room)")
+	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 1024, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")

@@ -73,6 +73,7 @@ type dbFlags struct {
 	passFile    string
 }
 
+// register adds the flags to c; a maxInFlight set before is the command's default.
 func (f *dbFlags) register(c *cobra.Command) {
 	def := os.Getenv("CASSFS_HOSTS")
 	if def == "" {
@@ -83,7 +84,11 @@ func (f *dbFlags) register(c *cobra.Command) {
 	fl.StringVarP(&f.dataset, "dataset", "d", "", "dataset name (a keyspace: lowercase letters, digits, '_'); required")
 	fl.StringVar(&f.localDC, "local-dc", "", "keep requests in this data centre (default: any)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of every database request, retries included")
-	fl.IntVar(&f.maxInFlight, "max-in-flight", 256, "most database requests in flight at once")
+	inFlight := 256
+	if f.maxInFlight > 0 {
+		inFlight = f.maxInFlight // the command's own default
+	}
+	fl.IntVar(&f.maxInFlight, "max-in-flight", inFlight, "most database requests in flight at once")
 	fl.IntVar(&f.conns, "conns-per-host", 2, "connections to each node (requests are multiplexed over them)")
 	fl.StringArrayVar(&f.addressMap, "address-map", nil, "reach a node that advertises FROM at TO instead, as FROM=TO with host:port each (NAT, tunnels, proxies); repeatable")
 	fl.BoolVar(&f.tls, "tls", false, "connect over TLS, verifying the nodes' certificates against the system's CAs (implied by the other --tls flags)")

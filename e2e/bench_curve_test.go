@@ -1,0 +1,168 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// curvePoint is one measurement of the latency-tolerance curve.
+type curvePoint struct {
+	Reader    string  `json:"reader"` // go, dali, torchvision
+	Path      string  `json:"path"`   // cassfs, local-disk, sshfs
+	RTTms     float64 `json:"rtt_ms"`
+	Images    int     `json:"images"`
+	PerSecond float64 `json:"images_per_s"`
+	// DaemonCPUus is the cassfs daemon's CPU (user+system) per image read, in µs.
+	DaemonCPUus float64 `json:"daemon_cpu_us,omitempty"`
+}
+
+// BenchmarkLatencyCurve is the latency-tolerance curve: images/s of one cold epoch over an
+// emulated link (Toxiproxy) of 0.1, 20, 75, 150 and 300 ms round trip, through a mount with
+// default flags only (the window sizes itself), for three readers — a Go reader (16
+// goroutines in file_list.txt order), DALI fn.readers.file (file_list, no decoding) and
+// torchvision ImageFolder + DataLoader(shuffle=True, 4 workers) — each on a fresh mount
+// with the page cache dropped and Cassandra warm, so everything crosses the link. In the
+// same run: the same files read from local disk by each reader, and by the Go reader over
+// sshfs through the same link (on a subset at long round trips: sshfs reads a file per
+// round trip or two). The daemon's CPU per image comes from /proc/PID/stat.
+//
+// CASSFS_CURVE_COUNT sets the dataset size (default 10,000), CASSFS_CURVE_RTTS the round
+// trips in ms (default 0.1,20,75,150,300), CASSFS_BENCH_CURVE a JSON file for the points
+// (bench/latency_curve.py tabulates and plots it).
+func BenchmarkLatencyCurve(b *testing.B) {
+	count := 10_000
+	if s := os.Getenv("CASSFS_CURVE_COUNT"); s != "" {
+		count, _ = strconv.Atoi(s)
+	}
+	rtts := []float64{0.1, 20, 75, 150, 300}
+	if s := os.Getenv("CASSFS_CURVE_RTTS"); s != "" {
+		rtts = nil
+		for _, f := range strings.Split(s, ",") {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				b.Fatalf("CASSFS_CURVE_RTTS: %v", err)
+			}
+			rtts = append(rtts, v)
+		}
+	}
+	const readers, batch = 16, 64
+	ds, root := benchDataset(b, "curve", count, 43)
+	dir := filepath.Dir(root)
+	st := openStore(b, ds, false)
+	for range b.N {
+		var points []curvePoint
+		add := func(p curvePoint) {
+			points = append(points, p)
+			name := fmt.Sprintf("%s/%s/rtt-%gms", p.Reader, p.Path, p.RTTms)
+			b.ReportMetric(p.PerSecond, name+"-images/s")
+			if p.DaemonCPUus > 0 {
+				b.ReportMetric(p.DaemonCPUus, name+"-daemon-cpu-us/image")
+			}
+			fmt.Fprintf(os.Stderr, "%-36s %6d images %8.0f images/s  daemon CPU %5.0f µs/image\n", name, p.Images, p.PerSecond, p.DaemonCPUus)
+		}
+		// The epoch-0 order, for the local and sshfs baselines.
+		lines := func() []string {
+			m := startMount(b, ds)
+			defer m.stop(b)
+			l, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-0"))
+			return l
+		}()
+		local := make([]string, len(lines))
+		var list strings.Builder
+		labels := classNames(b, root)
+		for k, l := range lines {
+			local[k] = filepath.Join(root, origName(l))
+			fmt.Fprintf(&list, "images/%s %d\n", origName(l), slices.Index(labels, class(l)))
+		}
+		localList := filepath.Join(dir, "local_list.txt")
+		if err := os.WriteFile(localList, []byte(list.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		dropPageCache(b)
+		total, _, _ := batchTimes(b, local, readers, batch)
+		add(curvePoint{Reader: "go", Path: "local-disk", Images: count, PerSecond: float64(count) / total.Seconds()})
+		for _, r := range []struct{ name, script, arg string }{{"dali", "dali_bench.py", localList}, {"torchvision", "torch_bench.py", root}} {
+			dropPageCache(b)
+			n, secs := readerRun(b, r.script, r.arg)
+			add(curvePoint{Reader: r.name, Path: "local-disk", Images: n, PerSecond: float64(n) / secs})
+		}
+
+		ssh := startSSHD(b)
+		for _, rtt := range rtts {
+			spec := linkSpec{Name: fmt.Sprintf("rtt-%gms", rtt), RTT: time.Duration(rtt * float64(time.Millisecond))}
+			spec.Jitter = spec.RTT / 15
+			// sshfs: a file takes a round trip or two, so long links get a subset.
+			sub := min(count, max(200, int(60_000/max(rtt, 1))))
+			sl := newLinkTo(b, spec, ssh.addr)
+			mnt, unmount := mountSSHFS(b, ssh, sl.addr, root)
+			paths := make([]string, sub)
+			for k, l := range lines[:sub] {
+				paths[k] = filepath.Join(mnt, origName(l))
+			}
+			dropPageCache(b)
+			total, _, _ := batchTimes(b, paths, readers, batch)
+			add(curvePoint{Reader: "go", Path: "sshfs", RTTms: rtt, Images: sub, PerSecond: float64(sub) / total.Seconds()})
+			unmount()
+			sl.proxy.Stop()
+
+			ln := newLink(b, spec)
+			for _, r := range []string{"go", "dali", "torchvision"} {
+				// Default flags otherwise (metrics change nothing but what is shown).
+				m := startMount(b, ds, append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0")...)
+				murl := metricsURL(b, m)
+				dropPageCache(b)
+				warmStore(b, st)
+				cpu0 := processCPU(b, m.cmd.Process.Pid)
+				var n int
+				var secs float64
+				switch r {
+				case "go":
+					epoch := filepath.Join(m.dir, "all", "epoch-0")
+					names, _ := fileList(b, epoch)
+					paths := make([]string, len(names))
+					for k, l := range names {
+						paths[k] = filepath.Join(epoch, l)
+					}
+					total, _, _ := batchTimes(b, paths, readers, batch)
+					n, secs = len(paths), total.Seconds()
+				case "dali":
+					n, secs = readerRun(b, "dali_bench.py", filepath.Join(m.dir, "all", "epoch-2", "file_list.txt"))
+				case "torchvision":
+					n, secs = readerRun(b, "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
+				}
+				cpu := processCPU(b, m.cmd.Process.Pid) - cpu0
+				add(curvePoint{Reader: r, Path: "cassfs", RTTms: rtt, Images: n, PerSecond: float64(n) / secs,
+					DaemonCPUus: float64(cpu.Microseconds()) / float64(n)})
+				fmt.Fprintf(os.Stderr, "%-36s metrics: %s\n", r+"/"+spec.Name, metricsSummary(scrape(b, murl)))
+				m.stop(b)
+			}
+			ln.proxy.Stop()
+		}
+		if out := os.Getenv("CASSFS_BENCH_CURVE"); out != "" {
+			data, _ := json.MarshalIndent(points, "", " ")
+			if err := os.WriteFile(out, data, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// readerRun runs a reader's timing script and returns the images it read and the seconds
+// it took.
+func readerRun(b *testing.B, script, arg string) (int, float64) {
+	var out struct {
+		Images  int     `json:"images"`
+		Seconds float64 `json:"seconds"`
+	}
+	runPython(b, &out, script, arg)
+	return out.Images, out.Seconds
+}
