@@ -50,9 +50,11 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt
 	$(GO) test -run '^$$' -bench Create -benchtime 1x -count 1 -benchmem -timeout 30m ./splits/ | tee bench/split-create.txt
 	$(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -count 1 -timeout 30m -v ./e2e/ 2>&1 | tee bench/soak.txt
-	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench Latency -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
+	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench 'Latency$$' -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
+	CASSFS_BENCH_CURVE=$(CURDIR)/bench/latency-curve.json $(GO) test -tags e2e -run '^$$' -bench LatencyCurve -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency-curve.txt
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null; }
 	/usr/bin/python3 bench/plot_batches.py bench/latency-batches.json bench/batch-times.png
+	/usr/bin/python3 bench/latency_curve.py bench/latency-curve.json bench/latency-curve.png > bench/latency-curve.md
 
 # Mutation testing: gremlins (a maintained Go mutation tool, pinned here, fetched on first
 # use) mutates the packages that hold the invariants and runs their unit tests against each

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"math"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +114,30 @@ func TestHelperArgs(t *testing.T) {
 		if _, err := helperArgs(bad); err == nil {
 			t.Errorf("helperArgs(%q) accepted", bad)
 		}
+	}
+}
+
+// TestPprofOptIn: the profiler answers on the metrics endpoint only with --pprof.
+func TestPprofOptIn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		m := newMetrics()
+		m.pprof = on
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		m.serveOn(ctx, ln, slog.New(slog.DiscardHandler))
+		for path, want := range map[string]int{"/metrics": 200, "/debug/pprof/cmdline": map[bool]int{false: 404, true: 200}[on]} {
+			resp, err := http.Get("http://" + ln.Addr().String() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("pprof %v: GET %s = %d, want %d", on, path, resp.StatusCode, want)
+			}
+		}
+		cancel()
 	}
 }

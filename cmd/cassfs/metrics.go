@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,9 @@ type metrics struct {
 	reg          *prometheus.Registry
 	fetchSeconds prometheus.Histogram
 	fetchErrors  *prometheus.CounterVec
+	// pprof also serves Go's profiler at /debug/pprof/ (--pprof): opt-in, since a profile
+	// costs the mount CPU and shows its internals.
+	pprof bool
 }
 
 func newMetrics() *metrics {
@@ -117,6 +121,13 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) erro
 func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	if m.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile under it
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -39,6 +39,7 @@ type mountFlags struct {
 	maxBackground int
 	allowOther    bool
 	metricsAddr   string
+	pprof         bool
 	debugFUSE     bool
 	logLevel      string
 	splits        string
@@ -122,6 +123,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 1024, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
 	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
+	fl.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
 	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -289,6 +291,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
+	m.metrics.pprof = f.pprof
 	m.cache = prefetch.NewCache(m.metrics.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()})
 	vc := view.Config{
 		Index:      ix,
