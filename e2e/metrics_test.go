@@ -123,10 +123,10 @@ func metricsSummary(body string) string {
 	if count > 0 {
 		mean = get("cassfs_fetch_seconds_sum") / count * 1000
 	}
-	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f (latency %.1f ms) cached %.0f MiB",
+	return fmt.Sprintf("hits %.0f misses %.0f waits %.0f prefetched %.0f dropped %.0f evictions %.0f fetches %.0f (mean %.1f ms) errors %.0f window %.0f limit %.0f (latency %.1f ms) cached %.0f MiB",
 		get("cassfs_cache_hits_total"), get("cassfs_cache_misses_total"), get("cassfs_cache_waits_total"),
 		get("cassfs_prefetched_total"), get("cassfs_prefetch_dropped_total"), get("cassfs_cache_evictions_total"),
-		count, mean, sumMetric(body, "cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get("cassfs_prefetch_latency_seconds")*1000, get("cassfs_cache_bytes")/(1<<20))
+		count, mean, sumMetric(body, "cassfs_fetch_errors_total"), get(`cassfs_prefetch_window\{split="all"\}`), get(`cassfs_prefetch_limit\{split="all"\}`), get("cassfs_prefetch_latency_seconds")*1000, get("cassfs_cache_bytes")/(1<<20))
 }
 
 // sumMetric adds up every labelled sample of a metric.

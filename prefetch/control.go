@@ -109,13 +109,19 @@ func (m *rateMeter) get(now time.Time) float64 {
 	return m.rate * math.Exp2(-late.Seconds()/rateHalfLife.Seconds())
 }
 
-// windowFor is the window that keeps rate samples per second coming when each fetch takes
-// latency: gain times what is in flight at that rate (Little's law), on top of the initial
-// window, within [initial, most].
-func windowFor(rate float64, latency time.Duration, initial, most int) int {
+// limitFor is the number of prefetches a stream may have in flight to keep rate samples per
+// second coming when each fetch takes latency: gain times what is in flight at that rate
+// (Little's law), on top of the initial window, within [initial, most].
+func limitFor(rate float64, latency time.Duration, initial, most int) int {
 	need := gain * rate * latency.Seconds()
 	if need > float64(most) {
 		return most
 	}
 	return min(most, initial+int(math.Ceil(need)))
 }
+
+// aheadFactor is how many times its in-flight limit a stream's window reaches ahead of the
+// readers. The slack between the two is what keeps the database busy when the readers stop
+// for a late sample (strict order waits for each sample in turn): issuing goes on while
+// the window lasts, instead of draining the requests in flight.
+const aheadFactor = 4

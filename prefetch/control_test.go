@@ -33,9 +33,10 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestWindowFromRateAndLatency: the window is the initial one plus gain × rate × latency,
-// the rate measured from the accesses, the latency the smallest of the horizon; a rate
-// fades once readers stop, and a latency is forgotten after the horizon.
+// TestWindowFromRateAndLatency: the in-flight limit is the initial window plus gain × rate
+// × latency, the rate measured from the accesses, the latency the smallest of the horizon,
+// and the window reaches four times the limit ahead; a rate fades once readers stop, and a
+// latency is forgotten after the horizon.
 func TestWindowFromRateAndLatency(t *testing.T) {
 	// Fetches that never end: no arrival measures a latency behind the test's back.
 	never := func(ctx context.Context, i uint32) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }
@@ -56,8 +57,8 @@ func TestWindowFromRateAndLatency(t *testing.T) {
 		t.Errorf("rate %.0f samples/s, want 1,000", st.Rate)
 	}
 	// 8 + 2 × 1,000/s × 0.1 s in flight (ceil of a float product: 208 or 209)
-	if st.Window < 208 || st.Window > 209 {
-		t.Errorf("window %d at 1,000 samples/s and 100 ms, want 208", st.Window)
+	if st.Limit < 208 || st.Limit > 209 || st.Window != min(1000, 4*st.Limit) {
+		t.Errorf("limit %d, window %d at 1,000 samples/s and 100 ms, want 208 and 4 × 208", st.Limit, st.Window)
 	}
 	if p.Latency() != 100*time.Millisecond {
 		t.Errorf("latency %v, want the smallest seen, 100ms", p.Latency())
@@ -66,14 +67,14 @@ func TestWindowFromRateAndLatency(t *testing.T) {
 	// Readers pause 3 s: the rate fades to about 1/8 (three half-lives, less two ticks).
 	clock.Add(3 * time.Second)
 	p.Access(order, 0)
-	if st := p.Stats()[0]; st.Window < 8+25 || st.Window > 8+30 { // 2 × ~130/s × 0.1 s
-		t.Errorf("window %d after a pause of 3 s, want about %d (rate faded to ~1/8)", st.Window, 8+26)
+	if st := p.Stats()[0]; st.Limit < 8+25 || st.Limit > 8+30 { // 2 × ~130/s × 0.1 s
+		t.Errorf("limit %d after a pause of 3 s, want about %d (rate faded to ~1/8)", st.Limit, 8+26)
 	}
 	// Twice the horizon later the latency is forgotten: back to the initial window.
 	clock.Add(2 * latencyHorizon)
 	p.Access(order, 0)
-	if st := p.Stats()[0]; st.Window != 8 || p.Latency() != 0 {
-		t.Errorf("window %d, latency %v after the horizon, want 8 and none", st.Window, p.Latency())
+	if st := p.Stats()[0]; st.Limit != 8 || st.Window != 32 || p.Latency() != 0 {
+		t.Errorf("limit %d, window %d, latency %v after the horizon, want 8, 32 and none", st.Limit, st.Window, p.Latency())
 	}
 	// Readers far faster than the window allows: the window stops at MaxWindow.
 	p.latency.add(clock.Now(), time.Second)

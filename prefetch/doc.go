@@ -64,18 +64,24 @@
 //     for a moment by one straggler does not shrink the window.
 //
 // Readers consuming r samples/s from fetches that take d need r·d fetches in flight
-// (Little's law). The window is InitialWindow + 2·r·d, within MaxWindow: the factor 2 is
-// headroom, and it is what lets the window find the rate the readers can reach: while they
-// wait on the window, r is the rate the window allows (about window/d), so each round trip
-// the window and the rate it allows roughly double, until the readers' own speed or the
-// database's throughput bounds r. From InitialWindow (64) at 150 ms, readers that could
-// take 1,500 samples/s are served at that rate after about four round trips. The window
-// then follows r and d proportionally. It cannot oscillate: d does not depend on the
-// window (a minimum over seconds, not the queue's length), r only depends on it while the
-// window is what holds the readers back, and there it grows monotonically; once the readers
-// or the database bound r, a larger window changes neither measurement, so there is
-// nothing to feed back. Growth overshoots the need by at most the gain (2×), and the cache
-// bounds it in bytes: a window beyond what KeepFree leaves is simply not issued.
+// (Little's law). A stream may have InitialWindow + 2·r·d prefetches in flight (its limit,
+// within MaxInFlight), and its window reaches four times its limit ahead of the readers
+// (within MaxWindow). The factor 2 is headroom, and it is what lets the limit find the
+// rate the readers can reach: while they wait on the prefetcher, r is the rate the limit
+// allows (about limit/d), so each round trip the limit and the rate it allows roughly
+// double, until the readers' own speed or the database's throughput bounds r. From 64 at
+// 150 ms, readers that could take 1,500 samples/s are served at that rate after about four
+// round trips. The window's slack beyond the limit keeps the database busy while readers
+// in strict order wait for one late sample: issuing goes on instead of draining.
+//
+// It cannot oscillate: d does not follow the limit (a minimum over seconds, not the
+// queue's length — on a LAN whose database is saturated the minimum does rise with the
+// queue, but only the few queued requests' share, and the limit settles at a few hundred),
+// r only follows it while the limit is what holds the readers back, and there it grows
+// monotonically; once the readers or the database bound r, a larger limit changes neither
+// measurement, so there is nothing to feed back. Growth overshoots the need by at most the
+// gain (2×), and the cache bounds it in bytes: a window beyond what KeepFree leaves is
+// simply not issued.
 //
 // When the readers stop, nothing is issued beyond the window they left (no timer issues
 // anything), the rate fades, and readers that come back start from a window sized to their

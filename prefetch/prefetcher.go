@@ -9,9 +9,9 @@ import (
 // Options configure a Prefetcher.
 type Options struct {
 	Size          func(i uint32) int64 // sample i's blob size (required)
-	InitialWindow int                  // samples ahead at the start of a stream, and the least window (default 64)
+	InitialWindow int                  // window and in-flight limit at the start of a stream, and the least limit (default 64)
 	MaxWindow     int                  // largest window (default 8192); the controller sizes it below
-	MaxInFlight   int                  // prefetches in flight at once (default 1024)
+	MaxInFlight   int                  // most prefetches in flight at once (default 1024); the controller sizes the limit below
 	KeepFree      int64                // cache bytes kept free of unread prefetched blobs (default 1/8 of the bound)
 	// NextEpochAhead bounds how far the prefetcher runs into the next epoch before readers
 	// enter it (default 32): enough to start it without a wait, and little fetched in vain
@@ -30,7 +30,6 @@ func (o *Options) defaults(cacheBytes int64) {
 	if o.MaxWindow <= 0 {
 		o.MaxWindow = 8192
 	}
-	o.InitialWindow = min(o.InitialWindow, o.MaxWindow)
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 1024
 	}
@@ -79,7 +78,8 @@ type stream struct {
 	head     int       // guarded by mu; readers' progress: position accessed-1 of epoch's order
 	consumed int64     // guarded by mu; accesses so far
 	rate     rateMeter // guarded by mu; readers' consumption
-	window   int       // guarded by mu; set by the controller at every access
+	limit    int       // guarded by mu; prefetches in flight allowed, set by the controller at every access
+	window   int       // guarded by mu; aheadFactor × limit, within MaxWindow
 	// The next position to issue is epoch+nextEpoch, position nextPos; guarded by mu.
 	nextEpoch int // 0 or 1: the prefetcher runs at most one epoch ahead
 	nextPos   int
@@ -110,7 +110,7 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s = p.streams[src]; s == nil {
-		s = &stream{src: src, epoch: epoch, cur: cur, window: p.opts.InitialWindow}
+		s = &stream{src: src, epoch: epoch, cur: cur, limit: p.opts.InitialWindow, window: min(p.opts.MaxWindow, p.opts.InitialWindow)}
 		p.streams[src] = s
 	}
 	return s
@@ -153,7 +153,8 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 	now := p.opts.Now()
 	lat := p.latency.get(now)
 	s.rate.add(now, lat/2)
-	s.window = windowFor(s.rate.get(now), lat, p.opts.InitialWindow, p.opts.MaxWindow)
+	s.limit = limitFor(s.rate.get(now), lat, p.opts.InitialWindow, p.opts.MaxInFlight)
+	s.window = min(p.opts.MaxWindow, aheadFactor*s.limit)
 	needNext := p.pumpLocked(s)
 	s.mu.Unlock()
 	p.pump(s, needNext)
@@ -205,7 +206,7 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 			order = s.next
 		}
 		i := order[s.nextPos]
-		if !p.cache.Prefetch(i, p.opts.Size(i), p.opts.MaxInFlight, p.opts.KeepFree, s) {
+		if !p.cache.Prefetch(i, p.opts.Size(i), s.limit, p.opts.KeepFree, s) {
 			if !s.blocked {
 				s.blocked = true
 				p.blocked.Add(1)
@@ -264,6 +265,7 @@ type StreamStats struct {
 	Epoch    uint64
 	Head     int     // readers' progress in Epoch (samples accessed, less one)
 	Window   int     // samples ahead of Head that may be in flight or cached
+	Limit    int     // prefetches in flight the stream may have (all streams' count toward it)
 	Rate     float64 // readers' consumption, samples/s, as the controller measures it
 	Issued   int64   // prefetches issued
 	Consumed int64   // accesses reported
@@ -280,7 +282,7 @@ func (p *Prefetcher) Stats() []StreamStats {
 	var out []StreamStats
 	for _, s := range all {
 		s.mu.Lock()
-		out = append(out, StreamStats{Name: s.src.Name(), Epoch: s.epoch, Head: s.head, Window: s.window,
+		out = append(out, StreamStats{Name: s.src.Name(), Epoch: s.epoch, Head: s.head, Window: s.window, Limit: s.limit,
 			Rate: s.rate.get(p.opts.Now()), Issued: s.issued, Consumed: s.consumed})
 		s.mu.Unlock()
 	}

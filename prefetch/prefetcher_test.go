@@ -80,7 +80,7 @@ func rotated(n int) *testStream {
 
 // TestIssuesUpToTheWindow: every access issues the positions up to head+window, and
 // nothing beyond. The clock stands still, so the controller measures no rate and the window
-// stays at its initial size.
+// stays at its initial size: an in-flight limit of 8, a window of 4 × 8.
 func TestIssuesUpToTheWindow(t *testing.T) {
 	f := newCountingFetch(100)
 	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
@@ -96,12 +96,12 @@ func TestIssuesUpToTheWindow(t *testing.T) {
 		}
 	}
 	settle(t, c)
-	if st := p.Stats()[0]; st.Window != 8 {
-		t.Errorf("window after 100 accesses at one instant = %d, want the initial 8", st.Window)
+	if st := p.Stats()[0]; st.Limit != 8 || st.Window != 32 {
+		t.Errorf("limit %d, window %d after 100 accesses at one instant, want the initial 8 and 32", st.Limit, st.Window)
 	}
-	// Positions 0..107 were issued, and nothing beyond.
-	if got := c.Stats().Prefetched; got != 108 {
-		t.Errorf("prefetched %d samples, want 108 (positions up to 99+8)", got)
+	// Positions 0..131 were issued, and nothing beyond.
+	if got := c.Stats().Prefetched; got != 132 {
+		t.Errorf("prefetched %d samples, want 132 (positions up to 99+32)", got)
 	}
 	if s := c.Stats(); s.Misses != 0 {
 		t.Errorf("%d demand reads missed although each was prefetched first", s.Misses)
@@ -118,7 +118,7 @@ func TestContinuesIntoNextEpoch(t *testing.T) {
 	f := newCountingFetch(10)
 	c := NewCache(f.fetch, CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
-	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 20, MaxWindow: 20, MaxInFlight: 1000})
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 1000, MaxWindow: 20, MaxInFlight: 1000})
 	defer p.Close()
 	order := rotated(n)
 	for range 40 {
@@ -457,6 +457,7 @@ func TestDemandJoinsPrefetchInFlight(t *testing.T) {
 		done <- data
 	}()
 	waitFor(t, "the Get to join the prefetch", func() bool { return c.Stats().Waits == 1 })
+	waitFor(t, "the prefetches to start", func() bool { return int64(fetches.Load()) >= issued })
 	if s := c.Stats(); s.Misses != 0 || int64(fetches.Load()) != issued {
 		t.Errorf("a Get of a sample in flight started a fetch: %d misses, %d fetches for %d prefetches", s.Misses, fetches.Load(), issued)
 	}

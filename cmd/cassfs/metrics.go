@@ -191,6 +191,7 @@ var (
 	}
 	descWindow   = prometheus.NewDesc("cassfs_prefetch_window", "Samples ahead of the readers the prefetcher may fetch.", []string{"split"}, nil)
 	descPosition = prometheus.NewDesc("cassfs_prefetch_position", "Furthest position readers reached in the current epoch.", []string{"split", "epoch"}, nil)
+	descLimit    = prometheus.NewDesc("cassfs_prefetch_limit", "Prefetches the window controller lets a split have in flight.", []string{"split"}, nil)
 	descRate     = prometheus.NewDesc("cassfs_prefetch_rate", "Readers' consumption as the window controller measures it, samples per second.", []string{"split"}, nil)
 	descLatency  = prometheus.NewDesc("cassfs_prefetch_latency_seconds", "Fetch latency the window controller sizes windows with: the smallest of the last seconds.", nil, nil)
 )
@@ -212,6 +213,7 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- descWindow
 	ch <- descPosition
+	ch <- descLimit
 	ch <- descRate
 	ch <- descLatency
 }
@@ -231,6 +233,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLatency, prometheus.GaugeValue, c.pf.Latency().Seconds())
 	for _, st := range c.pf.Stats() {
 		ch <- prometheus.MustNewConstMetric(descWindow, prometheus.GaugeValue, float64(st.Window), st.Name)
+		ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(st.Limit), st.Name)
 		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, st.Rate, st.Name)
 		ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(st.Head), st.Name, strconv.FormatUint(st.Epoch, 10))
 	}

@@ -83,11 +83,11 @@ with samples from a little further on, so a few may be read twice and as many sk
 At start the dataset's metadata is loaded once; listings never touch the database again.
 File contents are fetched whole, once however many readers ask, and kept in a cache of
 --cache-size bytes. As readers look up names of an epoch, the samples that follow in the
-epoch's order are prefetched, many at once, into the cache as they arrive. The window
-sizes itself: twice what the readers' measured rate needs in flight at the measured fetch
-latency (so a LAN and a 300 ms link both need no tuning), within --prefetch samples,
---prefetch-in-flight requests and what the cache holds; it runs a little into the next
-epoch.
+epoch's order are prefetched, many at once, into the cache as they arrive. The requests
+in flight size themselves: twice what the readers' measured rate needs at the measured
+fetch latency (so a LAN and a 300 ms link both need no tuning), within
+--prefetch-in-flight; the window reaches four times that ahead, within --prefetch samples
+and what the cache holds, and runs a little into the next epoch.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers

@@ -201,23 +201,25 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 	sort.Strings(errs)
 	fmt.Fprintf(w, "  errors    %s\n", strings.Join(errs, ", "))
 	if fam := f["cassfs_prefetch_window"]; fam != nil {
-		pos, rates := map[string]string{}, map[string]float64{}
+		pos, rates, limits := map[string]string{}, map[string]float64{}, map[string]float64{}
 		if pf := f["cassfs_prefetch_position"]; pf != nil {
 			for _, m := range pf.Metric {
 				pos[label(m, "split")] = fmt.Sprintf("epoch %s position %s", label(m, "epoch"), humanize.Comma(int64(metricNumber(m))))
 			}
 		}
-		if pf := f["cassfs_prefetch_rate"]; pf != nil {
-			for _, m := range pf.Metric {
-				rates[label(m, "split")] = metricNumber(m)
+		for name, into := range map[string]map[string]float64{"cassfs_prefetch_rate": rates, "cassfs_prefetch_limit": limits} {
+			if pf := f[name]; pf != nil {
+				for _, m := range pf.Metric {
+					into[label(m, "split")] = metricNumber(m)
+				}
 			}
 		}
 		lat := f.value("cassfs_prefetch_latency_seconds") * 1000
 		var lines []string
 		for _, m := range fam.Metric {
 			split := label(m, "split")
-			lines = append(lines, fmt.Sprintf("  prefetch  %s: %s, window %s (readers at %.0f/s, latency %.1f ms)", split, pos[split],
-				humanize.Comma(int64(metricNumber(m))), rates[split], lat))
+			lines = append(lines, fmt.Sprintf("  prefetch  %s: %s, window %s, up to %.0f in flight (readers at %.0f/s, latency %.1f ms)", split, pos[split],
+				humanize.Comma(int64(metricNumber(m))), limits[split], rates[split], lat))
 		}
 		sort.Strings(lines)
 		for _, l := range lines {
