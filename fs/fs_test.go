@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
@@ -41,7 +43,7 @@ func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *f
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
-	check(t, st.SetLabels(ctx, classes))
+	storetest.Check(t, st.SetLabels(ctx, classes))
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
 		c := (i * 7 / 3) % len(classes)
@@ -433,22 +435,22 @@ func TestReadOnly(t *testing.T) {
 func TestConcurrentReadsFetchOnce(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New("test", memstore.Options{Latency: func(uuid.UUID) time.Duration { return 50 * time.Millisecond }})
-	check(t, st.SetLabels(ctx, []string{"big"}))
+	storetest.Check(t, st.SetLabels(ctx, []string{"big"}))
 	const size, files, parts = 1 << 20, 6, 8
 	for i := range files {
 		name := fmt.Sprintf("big/%d.raw", i)
 		data := bytes.Repeat([]byte{byte(i)}, size)
-		check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data))
+		storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data))
 	}
 	ix, err := splits.LoadIndex(ctx, st)
-	check(t, err)
+	storetest.Check(t, err)
 	f := &fixture{st: st, ix: ix}
 	mnt := f.mount(t, mountOpts{cache: prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 64 << 20})})
 	dir := filepath.Join(mnt, "by-uuid")
 	var wg sync.WaitGroup
 	for i := range uint32(files) {
 		fh, err := os.Open(filepath.Join(dir, f.ix.ID(i).String()+".raw"))
-		check(t, err)
+		storetest.Check(t, err)
 		defer fh.Close()
 		for k := range parts {
 			wg.Add(1)
@@ -800,13 +802,5 @@ func TestResumedShard(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-0@18")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("epoch-0@18, past the shard's 17: got %v, want ENOENT", err)
-	}
-}
-
-// check fails the test if err is not nil.
-func check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -69,7 +71,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 			t.Errorf("%s: id is not derived from dataset and path", name)
 		}
 	}
-	labels := must(st.Labels(context.Background()))(t)
+	labels := storetest.Must(st.Labels(context.Background()))(t)
 	if !slices.Equal(labels, rep.Classes) {
 		t.Errorf("stored labels %q, want %q", labels, rep.Classes)
 	}
@@ -78,7 +80,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
 	csvPath := filepath.Join(t.TempDir(), "m.csv")
-	check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
+	storetest.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, CSV: csvPath, Workers: 3})
 	if err != nil || rep.Written != 3 {
@@ -88,7 +90,7 @@ func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	if err != nil || rep.Written != 0 || rep.Unchanged != 3 {
 		t.Fatalf("second run: written %d unchanged %d (%v), want 0 and 3", rep.Written, rep.Unchanged, err)
 	}
-	check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644))
+	storetest.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644))
 	rep, err = run(t, st, Options{Root: root, CSV: csvPath})
 	if err != nil || rep.Written != 1 || rep.Unchanged != 2 {
 		t.Fatalf("run with changed metadata: written %d unchanged %d (%v), want 1 and 2", rep.Written, rep.Unchanged, err)
@@ -108,7 +110,7 @@ func TestCSVErrorsWriteNothing(t *testing.T) {
 		"path,x\n./a/2.jpg,1\n":                `"a/2.jpg" names no file`,
 	} {
 		p := filepath.Join(t.TempDir(), "m.csv")
-		check(t, os.WriteFile(p, []byte(csv), 0o644))
+		storetest.Check(t, os.WriteFile(p, []byte(csv), 0o644))
 		_, err := Prepare(Options{Root: root, CSV: p})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CSV %q: error %v, want one containing %q", csv, err, want)
@@ -192,25 +194,6 @@ func TestUnreadableFileIsSkipped(t *testing.T) {
 	}
 }
 
-// must returns v, failing the test if err is not nil: must(f())(t).
-func must[T any](v T, err error) func(t testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
-
-// check fails the test if err is not nil.
-func check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestIngestAddsCRC32C: every sample is stored with its CRC32C, and ingesting a dataset
 // whose samples were stored without one (before it existed) writes them again with it.
 func TestIngestAddsCRC32C(t *testing.T) {
@@ -218,10 +201,10 @@ func TestIngestAddsCRC32C(t *testing.T) {
 	root := writeTree(t, files)
 	st := memstore.New("ds", memstore.Options{})
 	ctx := context.Background()
-	check(t, st.SetLabels(ctx, []string{"a", "b"}))
+	storetest.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
 	// "a/1.jpg" as an older cassfs stored it: no CRC32C.
 	old := []byte("one")
-	check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old))
+	storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old))
 	rep, err := run(t, st, Options{Root: root})
 	if err != nil || rep.Written != 3 || rep.Unchanged != 0 {
 		t.Fatalf("ingest over a sample without CRC32C: %+v, %v; want all 3 written", rep, err)
@@ -284,8 +267,8 @@ func TestUnusableFilesAreSkipped(t *testing.T) {
 func TestFileGoneBeforeItsTurn(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two"})
 	p, err := Prepare(Options{Root: root})
-	check(t, err)
-	check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))
+	storetest.Check(t, err)
+	storetest.Check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := p.Run(context.Background(), st)
 	if err != nil || rep.Written != 1 || len(rep.Skipped) != 1 || rep.Skipped[0].Path != "a/2.jpg" || !strings.Contains(rep.Skipped[0].Reason, "unreadable") {

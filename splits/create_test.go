@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/google/uuid"
 )
 
@@ -164,10 +166,10 @@ func TestCreateIsDeterministic(t *testing.T) {
 	shuffled := slices.Clone(items)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	b, _, err := Create(shuffled, labels, spec)
-	check(t, err)
+	storetest.Check(t, err)
 	spec.Seed = 43
 	c, _, err := Create(items, labels, spec)
-	check(t, err)
+	storetest.Check(t, err)
 	for s := range a {
 		if !slices.Equal(a[s].Members, b[s].Members) {
 			t.Errorf("split %s differs between two runs with the same seed (items in another order)", a[s].Name)
@@ -372,13 +374,5 @@ func TestCreateMeetsTargetsAcrossSeeds(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// check fails the test if err is not nil.
-func check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/cassfs/cassfs/store"
 )
 
@@ -138,10 +140,10 @@ func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
 	without := store.Sample{ID: store.SampleID("ds", "a/old.jpg"), Name: "a/old.jpg", Size: int64(len(data)),
 		Checksum: store.Checksum(data)}
 	for _, s := range []store.Sample{with, crcOnly, without} {
-		check(t, b.Add(s))
+		storetest.Check(t, b.Add(s))
 	}
 	ix, err := b.Build()
-	check(t, err)
+	storetest.Check(t, err)
 	find := func(s store.Sample) uint32 { i, _ := ix.Find(s.ID); return i }
 	for _, tc := range []struct {
 		s    store.Sample

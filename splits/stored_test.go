@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
@@ -22,8 +24,8 @@ func tileDataset(t *testing.T, patients int, gap bool) (*memstore.Store, []uuid.
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
-	check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
+	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	storetest.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
 	var ids []uuid.UUID
 	for p := range patients {
 		for k := range 12 {
@@ -35,7 +37,7 @@ func tileDataset(t *testing.T, patients int, gap bool) (*memstore.Store, []uuid.
 				delete(meta, "slide")
 			}
 			s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data), Meta: meta}
-			check(t, st.Put(ctx, s, data))
+			storetest.Check(t, st.Put(ctx, s, data))
 			ids = append(ids, s.ID)
 		}
 	}
@@ -48,7 +50,7 @@ func TestLoadItems(t *testing.T) {
 	st, ids := tileDataset(t, 5, false)
 	var progress bytes.Buffer
 	items, err := LoadItems(ctx, st, []string{"patient_id", "slide"}, &progress)
-	check(t, err)
+	storetest.Check(t, err)
 	if len(items) != len(ids) || !strings.Contains(progress.String(), fmt.Sprintf("read %d samples", len(ids))) {
 		t.Fatalf("%d items, progress %q; want %d", len(items), progress.String(), len(ids))
 	}
@@ -60,7 +62,7 @@ func TestLoadItems(t *testing.T) {
 		t.Errorf("%d groups by patient and slide, want 10", len(groups))
 	}
 	items, err = LoadItems(ctx, st, nil, nil)
-	check(t, err)
+	storetest.Check(t, err)
 	groups = map[string]int{}
 	for _, it := range items {
 		groups[it.Group]++
@@ -80,12 +82,12 @@ func TestLoadItems(t *testing.T) {
 func TestLoadStored(t *testing.T) {
 	ctx := context.Background()
 	st, ids := tileDataset(t, 6, false)
-	check(t, st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:40]}, {Name: "val", Members: ids[40:60]}, {Name: "bad/name", Members: ids[:1]}}, "", "", false))
+	storetest.Check(t, st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:40]}, {Name: "val", Members: ids[40:60]}, {Name: "bad/name", Members: ids[:1]}}, "", "", false))
 	ix, err := LoadIndex(ctx, st)
-	check(t, err)
+	storetest.Check(t, err)
 	st.DeleteSample(ids[45], false) // val now lists a sample the dataset lost
 	ix2, err := LoadIndex(ctx, st)
-	check(t, err)
+	storetest.Check(t, err)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	names := func(ss []*Split) (out []string) {
@@ -95,7 +97,7 @@ func TestLoadStored(t *testing.T) {
 		return out
 	}
 	shown, err := LoadStored(ctx, st, ix, "*", log)
-	check(t, err)
+	storetest.Check(t, err)
 	if got := names(shown); !slices.Equal(got, []string{"all", "train", "val"}) {
 		t.Errorf("shown %v, want all, train, val (bad/name cannot be a directory)", got)
 	}
@@ -105,7 +107,7 @@ func TestLoadStored(t *testing.T) {
 		}
 	}
 	shown, err = LoadStored(ctx, st, ix2, "*", log)
-	check(t, err)
+	storetest.Check(t, err)
 	if got := names(shown); !slices.Equal(got, []string{"all", "train"}) || !strings.Contains(logs.String(), "split=val missing=1") {
 		t.Errorf("with a member gone: shown %v, log:\n%s", got, logs.String())
 	}
@@ -123,12 +125,12 @@ func TestLoadStored(t *testing.T) {
 func TestExportImport(t *testing.T) {
 	ctx := context.Background()
 	src, ids := tileDataset(t, 5, false)
-	check(t, src.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:30]}, {Name: "val", Members: ids[30:]}}, `{"seed":1}`, `{"r":2}`, false))
+	storetest.Check(t, src.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:30]}, {Name: "val", Members: ids[30:]}}, `{"seed":1}`, `{"r":2}`, false))
 	var file bytes.Buffer
-	check(t, Export(ctx, src, nil, &file))
+	storetest.Check(t, Export(ctx, src, nil, &file))
 	exported := file.String()
 	var f ExportFile
-	check(t, json.Unmarshal([]byte(exported), &f))
+	storetest.Check(t, json.Unmarshal([]byte(exported), &f))
 	if f.Format != ExportFormat || f.Dataset != "tiles" || len(f.Splits) != 2 || string(f.Splits[0].Params) != `{"seed":1}` {
 		t.Errorf("export file: %+v", f)
 	}
@@ -146,15 +148,15 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("import: %v, %v", names, err)
 	}
 	for _, n := range names {
-		a := must(src.SplitMembers(ctx, n))(t)
-		b := must(dst.SplitMembers(ctx, n))(t)
+		a := storetest.Must(src.SplitMembers(ctx, n))(t)
+		b := storetest.Must(dst.SplitMembers(ctx, n))(t)
 		if !slices.Equal(a, b) {
 			t.Errorf("split %s differs after export and import", n)
 		}
 	}
-	infos := must(dst.Splits(ctx))(t)
+	infos := storetest.Must(dst.Splits(ctx))(t)
 	var params map[string]any
-	check(t, json.Unmarshal([]byte(infos[0].Params), &params))
+	storetest.Check(t, json.Unmarshal([]byte(infos[0].Params), &params))
 	if params["command"] != "import" || params["from_dataset"] != "tiles" || params["source"] != "s.json" || infos[0].Report != `{"r":2}` {
 		t.Errorf("imported split's params %s, report %s", infos[0].Params, infos[0].Report)
 	}
@@ -168,7 +170,7 @@ func TestExportImport(t *testing.T) {
 	if _, err := Import(ctx, other, strings.NewReader(exported), "s.json", false); err == nil || !strings.Contains(err.Error(), "not in dataset") {
 		t.Errorf("import into a dataset lacking the samples: %v", err)
 	}
-	if infos := must(other.Splits(ctx))(t); len(infos) != 0 {
+	if infos := storetest.Must(other.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a refused import stored %d splits", len(infos))
 	}
 	id := ids[0]
@@ -184,16 +186,5 @@ func TestExportImport(t *testing.T) {
 		if _, err := Import(ctx, other, strings.NewReader(bad), "bad.json", false); err == nil || !strings.Contains(err.Error(), "bad.json") {
 			t.Errorf("import %s: %v, want an error naming the file", bad, err)
 		}
-	}
-}
-
-// must returns v, failing the test if err is not nil: must(f())(t).
-func must[T any](v T, err error) func(t testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
 	}
 }

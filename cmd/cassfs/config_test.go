@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/spf13/cobra"
 )
 
@@ -21,7 +23,7 @@ func configCmd(t *testing.T) (*cobra.Command, *mountFlags) {
 
 func writeConfig(t *testing.T, body string) string {
 	p := filepath.Join(t.TempDir(), "cassfs.yaml")
-	check(t, os.WriteFile(p, []byte(body), 0o644))
+	storetest.Check(t, os.WriteFile(p, []byte(body), 0o644))
 	return p
 }
 

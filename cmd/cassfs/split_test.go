@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/storetest"
+
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -21,8 +23,8 @@ func tiles(t *testing.T, patients int, gap bool) *memstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
-	check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
+	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	storetest.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
 	for p := range patients {
 		for k := range 10 + p%5 {
 			label := 0
@@ -59,16 +61,16 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	infos := must(st.Splits(ctx))(t)
+	infos := storetest.Must(st.Splits(ctx))(t)
 	if len(infos) != 3 {
 		t.Fatalf("stored %d splits, want 3", len(infos))
 	}
 	patientOf := map[uuid.UUID]string{}
-	check(t, st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil }))
+	storetest.Check(t, st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil }))
 	owner := map[string]string{}
 	total := 0
 	for _, in := range infos {
-		ids := must(st.SplitMembers(ctx, in.Name))(t)
+		ids := storetest.Must(st.SplitMembers(ctx, in.Name))(t)
 		total += len(ids)
 		for _, id := range ids {
 			p := patientOf[id]
@@ -90,7 +92,7 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), "--replace") {
 		t.Errorf("create over existing splits: %v, want ErrExists suggesting --replace", err)
 	}
-	if after := must(st.Splits(ctx))(t); after[0].Set != infos[0].Set {
+	if after := storetest.Must(st.Splits(ctx))(t); after[0].Set != infos[0].Set {
 		t.Error("a refused create changed the stored splits")
 	}
 	o.replace = true
@@ -144,7 +146,7 @@ func TestSplitCreateBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &u) != tc.usage {
 			t.Errorf("%+v: got %v (usage error: %v), want one containing %q (usage error: %v)", o, err, errors.As(err, &u), tc.want, tc.usage)
 		}
-		if infos := must(st.Splits(ctx))(t); len(infos) != 0 {
+		if infos := storetest.Must(st.Splits(ctx))(t); len(infos) != 0 {
 			t.Fatalf("%+v: a failed create stored %d splits", o, len(infos))
 		}
 	}
@@ -162,7 +164,7 @@ func TestSplitFoldsDryRun(t *testing.T) {
 	if !strings.Contains(out.String(), "would store fold-0-train, fold-0-val, fold-1-train") {
 		t.Errorf("dry run output:\n%s", out.String())
 	}
-	if infos := must(st.Splits(ctx))(t); len(infos) != 0 {
+	if infos := storetest.Must(st.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a dry run stored %d splits", len(infos))
 	}
 }
@@ -174,17 +176,17 @@ func TestSplitExportImport(t *testing.T) {
 	ctx := context.Background()
 	src := tiles(t, 30, false)
 	var out bytes.Buffer
-	check(t, createSplits(ctx, src, defaultCreate(), &out))
+	storetest.Check(t, createSplits(ctx, src, defaultCreate(), &out))
 	var file bytes.Buffer
-	check(t, splits.Export(ctx, src, nil, &file))
+	storetest.Check(t, splits.Export(ctx, src, nil, &file))
 	dst := tiles(t, 30, false) // the same samples, in another store
 	out.Reset()
-	check(t, importSplits(ctx, dst, bytes.NewReader(file.Bytes()), "s.json", false, &out))
+	storetest.Check(t, importSplits(ctx, dst, bytes.NewReader(file.Bytes()), "s.json", false, &out))
 	if got := out.String(); got != "imported test, train, val into dataset tiles\n" {
 		t.Errorf("import printed %q", got)
 	}
 	for _, n := range []string{"train", "val", "test"} {
-		if a, b := must(src.SplitMembers(ctx, n))(t), must(dst.SplitMembers(ctx, n))(t); !slices.Equal(a, b) {
+		if a, b := storetest.Must(src.SplitMembers(ctx, n))(t), storetest.Must(dst.SplitMembers(ctx, n))(t); !slices.Equal(a, b) {
 			t.Errorf("split %s differs after export and import", n)
 		}
 	}
@@ -234,23 +236,4 @@ func FuzzParseBalance(f *testing.F) {
 			t.Fatalf("parseBalance(%q) = mode %q", s, mode)
 		}
 	})
-}
-
-// must returns v, failing the test if err is not nil: must(f())(t).
-func must[T any](v T, err error) func(t testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
-
-// check fails the test if err is not nil.
-func check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

@@ -113,7 +113,7 @@ func testPutWithoutCRC(t *testing.T, s store.Store) {
 	smp.CRC32C, smp.HasCRC32C = 0, false
 	put(t, s, smp, data)
 	var got []store.Sample
-	check(t, s.Scan(context.Background(), func(x store.Sample) error { got = append(got, x); return nil }))
+	Check(t, s.Scan(context.Background(), func(x store.Sample) error { got = append(got, x); return nil }))
 	if len(got) != 1 || got[0].HasCRC32C {
 		t.Errorf("a sample put without a CRC32C is listed as %+v, want one without", got)
 	}
@@ -248,7 +248,7 @@ func testPutRejects(t *testing.T, s store.Store) {
 		t.Errorf("Put with a wrong CRC32C succeeded")
 	}
 	n := 0
-	check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))
+	Check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))
 	if n != 0 {
 		t.Errorf("rejected puts left %d listed samples", n)
 	}
@@ -356,12 +356,12 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "test", Members: test[:1]}}, "p2", "r2", true); err != nil {
 		t.Fatal(err)
 	}
-	got = must(s.SplitMembers(ctx, "test"))(t)
-	infos = must(s.Splits(ctx))(t)
+	got = Must(s.SplitMembers(ctx, "test"))(t)
+	infos = Must(s.Splits(ctx))(t)
 	if !slices.Equal(got, test[:1]) || infos[0].Params != "p2" || infos[0].Set == infos[1].Set {
 		t.Errorf("after replace: members %v, params %q, sets %v %v", got, infos[0].Params, infos[0].Set, infos[1].Set)
 	}
-	if got := must(s.SplitMembers(ctx, "train"))(t); len(got) != len(train) {
+	if got := Must(s.SplitMembers(ctx, "train"))(t); len(got) != len(train) {
 		t.Errorf("replacing test changed train: %d members", len(got))
 	}
 
@@ -369,13 +369,13 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.DeleteSplits(ctx, []string{"test", "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSplits(test, nope): %v, want ErrNotFound", err)
 	}
-	if infos := must(s.Splits(ctx))(t); len(infos) != 2 {
+	if infos := Must(s.Splits(ctx))(t); len(infos) != 2 {
 		t.Errorf("a failed delete removed splits: %d left", len(infos))
 	}
 	if err := s.DeleteSplits(ctx, []string{"test", "train"}); err != nil {
 		t.Fatal(err)
 	}
-	if infos := must(s.Splits(ctx))(t); len(infos) != 0 {
+	if infos := Must(s.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("after deleting all, Splits = %+v", infos)
 	}
 	if _, err := s.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrNotFound) {
@@ -400,7 +400,7 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 	if !errors.Is(err, store.ErrExists) {
 		t.Fatalf("PutSplits over an existing name: %v, want ErrExists", err)
 	}
-	infos := must(s.Splits(ctx))(t)
+	infos := Must(s.Splits(ctx))(t)
 	if len(infos) != 1 || infos[0].Size != 4 {
 		t.Errorf("a refused PutSplits changed the splits: %+v", infos)
 	}
@@ -411,8 +411,8 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 	}
 }
 
-// must returns v, failing the test if err is not nil: must(f())(t).
-func must[T any](v T, err error) func(t testing.TB) T {
+// Must returns v, failing the test if err is not nil: Must(f())(t).
+func Must[T any](v T, err error) func(t testing.TB) T {
 	return func(t testing.TB) T {
 		t.Helper()
 		if err != nil {
@@ -422,8 +422,8 @@ func must[T any](v T, err error) func(t testing.TB) T {
 	}
 }
 
-// check fails the test if err is not nil.
-func check(t testing.TB, err error) {
+// Check fails the test if err is not nil.
+func Check(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
