@@ -2,8 +2,10 @@ package splits
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -43,6 +45,9 @@ const MaxNameLen = 255 - 11
 type IndexBuilder struct {
 	labels  []string
 	samples []indexEntry
+	// labelsLater: the class names come after the samples (LoadIndex reads both at once);
+	// Build checks the labels then.
+	labelsLater bool
 }
 
 type indexEntry struct {
@@ -62,7 +67,7 @@ func NewIndexBuilder(labels []string) *IndexBuilder {
 
 // Add adds one sample; its name keeps only the file name after the class directory.
 func (b *IndexBuilder) Add(s store.Sample) error {
-	if s.Label < 0 || s.Label >= len(b.labels) {
+	if s.Label < 0 || s.Label >= len(b.labels) && !b.labelsLater || s.Label > math.MaxInt32 {
 		return fmt.Errorf("sample %s (%s) has label %d, but the dataset has %d classes", s.ID, s.Name, s.Label, len(b.labels))
 	}
 	if s.Size <= 0 || s.Size > math.MaxUint32 {
@@ -81,8 +86,23 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 
 // Build returns the index; the builder must not be used afterwards.
 func (b *IndexBuilder) Build() (*Index, error) {
-	slices.SortFunc(b.samples, func(x, y indexEntry) int { return bytes.Compare(x.id[:], y.id[:]) })
+	// Sorted by id through small keys: moving the entries themselves (96 bytes) made the
+	// sort a fifth of a mount's start.
+	type key struct {
+		hi, lo uint64
+		k      uint32
+	}
 	n := len(b.samples)
+	keys := make([]key, n)
+	for k, s := range b.samples {
+		keys[k] = key{binary.BigEndian.Uint64(s.id[:8]), binary.BigEndian.Uint64(s.id[8:]), uint32(k)}
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		if c := cmp.Compare(x.hi, y.hi); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.lo, y.lo)
+	})
 	if n > math.MaxUint32-1 {
 		return nil, fmt.Errorf("%d samples: an index holds at most %d", n, uint32(math.MaxUint32-1))
 	}
@@ -100,14 +120,20 @@ func (b *IndexBuilder) Build() (*Index, error) {
 	for _, s := range b.samples {
 		total += len(s.name)
 	}
+	prev := -1
 	if total > math.MaxUint32 {
 		return nil, errors.New("sample names exceed 4 GiB in total")
 	}
 	ix.names = make([]byte, 0, total)
-	for i, s := range b.samples {
-		if i > 0 && s.id == b.samples[i-1].id {
+	for i, key := range keys {
+		s := &b.samples[key.k]
+		if prev >= 0 && s.id == b.samples[prev].id {
 			return nil, fmt.Errorf("sample %s listed twice", s.id)
 		}
+		if int(s.label) >= len(b.labels) {
+			return nil, fmt.Errorf("sample %s (%s) has label %d, but the dataset has %d classes", s.id, s.name, s.label, len(b.labels))
+		}
+		prev = int(key.k)
 		ix.ids[i], ix.label[i], ix.size[i], ix.checksum[i], ix.crc[i] = s.id, s.label, s.size, s.checksum, s.crc
 		if s.hasCRC {
 			ix.hasCRC[i/64] |= 1 << (i % 64)
@@ -176,17 +202,27 @@ func (ix *Index) Verify(i uint32, b store.Blob) error {
 
 // LoadIndex builds the index of st's dataset with one metadata scan.
 func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
-	labels, err := st.Labels(ctx)
-	if err != nil {
-		return nil, err
+	// The class names and the scan at once: at long round trips each costs a few.
+	var labels []string
+	var labelsErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		labels, labelsErr = st.Labels(ctx)
+	}()
+	b := &IndexBuilder{labelsLater: true}
+	scanErr := st.Scan(ctx, b.Add)
+	<-read
+	if labelsErr != nil {
+		return nil, labelsErr
 	}
 	if len(labels) == 0 {
 		return nil, fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
 	}
-	b := NewIndexBuilder(labels)
-	if err := st.Scan(ctx, b.Add); err != nil {
-		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), err)
+	if scanErr != nil {
+		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), scanErr)
 	}
+	b.labels = labels
 	ix, err := b.Build()
 	if err != nil {
 		return nil, fmt.Errorf("dataset %q: %w", st.Dataset(), err)

@@ -2,12 +2,14 @@ package splits
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
 
 	"github.com/cassfs/cassfs/store"
@@ -93,6 +95,19 @@ func TestIndexRejectsBadSamples(t *testing.T) {
 	}
 }
 
+func TestIndexRejectsASampleListedTwice(t *testing.T) {
+	b := NewIndexBuilder([]string{"a"})
+	for k, name := range []string{"a/x.jpg", "a/y.jpg", "a/z.jpg", "a/y.jpg"} {
+		s := store.Sample{ID: store.SampleID("ds", name), Label: 0, Name: name, Size: int64(k + 1)}
+		if err := b.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("Build of an index with a sample added twice: %v, want an error saying so", err)
+	}
+}
+
 func TestEpochByClass(t *testing.T) {
 	ix := testIndex(t, 300, 4)
 	s := All(ix)
@@ -158,5 +173,22 @@ func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, store.ErrCorrupt)) {
 			t.Errorf("Verify(%s, %q) = %v, want ok=%v", tc.s.Name, tc.data, err, tc.ok)
 		}
+	}
+}
+
+// LoadIndex reads the class names while it scans: a sample whose label has no class name
+// is still refused, naming it.
+func TestLoadIndexRefusesALabelWithoutAClass(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New("tiles", memstore.Options{})
+	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	for k, label := range []int{0, 1, 2} {
+		name := fmt.Sprintf("c/x%d.jpg", k)
+		data := []byte(name)
+		s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}
+		storetest.Check(t, st.Put(ctx, s, data))
+	}
+	if _, err := LoadIndex(ctx, st); err == nil || !strings.Contains(err.Error(), "x2.jpg) has label 2, but the dataset has 2 classes") {
+		t.Errorf("LoadIndex of a dataset with a sample of label 2 and 2 classes: %v, want an error naming it", err)
 	}
 }

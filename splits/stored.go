@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cassfs/cassfs/store"
@@ -26,9 +27,26 @@ var ErrUnknownSplit = errors.New("no such split")
 // which ("*" for every one, "" for none, else comma-separated names), with members as
 // canonical indices of ix. A stored split that lists samples missing from the dataset is
 // left out with a warning: it was made before those samples were removed, and serving part
-// of it would change what it means.
+// of it would change what it means. It is FetchStored then Resolve.
 func LoadStored(ctx context.Context, st store.Store, ix *Index, which string, log *slog.Logger) ([]*Split, error) {
-	out := []*Split{All(ix)}
+	f, err := FetchStored(ctx, st, which, log)
+	if err != nil {
+		return nil, err
+	}
+	return f.Resolve(ix, log), nil
+}
+
+// Stored is what FetchStored read: the selected stored splits' member ids, not yet
+// resolved against an index.
+type Stored struct {
+	names []string
+	ids   [][]uuid.UUID
+}
+
+// FetchStored reads the stored splits selected by which (see LoadStored) from st. It needs
+// no index, so a mount runs it while the index loads: at long round trips each is a few
+// round trips in series. The splits' members are read in parallel.
+func FetchStored(ctx context.Context, st store.Store, which string, log *slog.Logger) (*Stored, error) {
 	infos, err := st.Splits(ctx)
 	if err != nil {
 		return nil, err
@@ -49,15 +67,36 @@ func LoadStored(ctx context.Context, st store.Store, ix *Index, which string, lo
 			names = append(names, n)
 		}
 	}
-	for _, n := range names {
+	names = slices.DeleteFunc(names, func(n string) bool {
 		if ValidName(n) != nil {
 			log.Warn("stored split has a name that cannot be a directory; not shown", "split", n)
-			continue
+			return true
 		}
-		ids, err := st.SplitMembers(ctx, n)
-		if err != nil {
-			return nil, err
-		}
+		return false
+	})
+	f := &Stored{names: names, ids: make([][]uuid.UUID, len(names))}
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for k, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.ids[k], errs[k] = st.SplitMembers(ctx, n)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Resolve returns All(ix) and the fetched splits with members as canonical indices of ix,
+// leaving out (with a warning) those that list samples ix lacks or list one twice.
+func (f *Stored) Resolve(ix *Index, log *slog.Logger) []*Split {
+	out := []*Split{All(ix)}
+	for k, n := range f.names {
+		ids := f.ids[k]
 		s := &Split{Name: n, Members: make([]uint32, 0, len(ids))}
 		missing := 0
 		for _, id := range ids {
@@ -80,7 +119,7 @@ func LoadStored(ctx context.Context, st store.Store, ix *Index, which string, lo
 		out = append(out, s)
 		log.Info("split loaded", "split", n, "samples", len(s.Members))
 	}
-	return out, nil
+	return out
 }
 
 // LoadItems reads every sample's id, label and group key (the values of the groupBy

@@ -267,18 +267,27 @@ type mount struct {
 // filesystem → views → prefetcher → cache → store.
 func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uint64, shard splits.Shard, log *slog.Logger) (*mount, error) {
 	start := time.Now()
+	// The stored splits need no index to be read: at long round trips that overlaps.
+	var stored *splits.Stored
+	var storedErr error
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		stored, storedErr = splits.FetchStored(ctx, st, f.splits, log)
+	}()
 	ix, err := splits.LoadIndex(ctx, st)
+	<-fetched
+	if errors.Is(storedErr, splits.ErrUnknownSplit) {
+		return nil, usageError{fmt.Errorf("--splits: %w", storedErr)}
+	}
 	if err != nil {
 		return nil, err
+	}
+	if storedErr != nil {
+		return nil, storedErr
 	}
 	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
-	shown, err := splits.LoadStored(ctx, st, ix, f.splits, log)
-	if errors.Is(err, splits.ErrUnknownSplit) {
-		return nil, usageError{fmt.Errorf("--splits: %w", err)}
-	}
-	if err != nil {
-		return nil, err
-	}
+	shown := stored.Resolve(ix, log)
 	members := 0
 	for _, s := range shown {
 		members += len(s.Members)

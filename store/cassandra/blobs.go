@@ -29,7 +29,7 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 		return err
 	}
 	for _, w := range writes {
-		if err := c.exec(ctx, gocql.LocalQuorum, w.query, w.args...); err != nil {
+		if err := c.exec(ctx, gocql.LocalQuorum, c.cql(w.query), w.args...); err != nil {
 			return fmt.Errorf("put %s of sample %s (%s): %w", w.what, s.ID, s.Name, kinded(err))
 		}
 	}
@@ -70,8 +70,8 @@ func putWrites(s store.Sample, data []byte, known []string) ([]write, error) {
 		args = append(args, s.Meta[k])
 	}
 	return []write{
-		{"blob", `INSERT INTO blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(s.ID), s.Label, data}},
-		{"metadata", `INSERT INTO samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args},
+		{"blob", `INSERT INTO DS.blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(s.ID), s.Label, data}},
+		{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args},
 	}, nil
 }
 
@@ -129,7 +129,7 @@ func (c *Store) get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, 
 	defer release()
 	var label int
 	data := blobBytes{buf: buf}
-	err = c.session.Query(`SELECT label, data FROM blobs WHERE id = ?`, gocql.UUID(id)).
+	err = c.session.Query(c.getStmt, gocql.UUID(id)).
 		WithContext(rctx).Idempotent(true).Scan(&label, &data)
 	if errors.Is(err, gocql.ErrNotFound) {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)

@@ -19,13 +19,13 @@ func TestPutWritesTheBlobFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w) != 2 || !strings.HasPrefix(w[0].query, "INSERT INTO blobs ") || !strings.HasPrefix(w[1].query, "INSERT INTO samples ") {
+	if len(w) != 2 || !strings.HasPrefix(w[0].query, "INSERT INTO DS.blobs ") || !strings.HasPrefix(w[1].query, "INSERT INTO DS.samples ") {
 		t.Fatalf("Put writes %+v; want the blob, then the samples row", w)
 	}
 	if !bytes.Equal(w[0].args[2].([]byte), data) {
 		t.Errorf("the blob write does not carry the data")
 	}
-	if want := "INSERT INTO samples (id, label, name, size, checksum, patient_id, slide) VALUES (?, ?, ?, ?, ?, ?, ?)"; w[1].query != want || len(w[1].args) != 7 {
+	if want := "INSERT INTO DS.samples (id, label, name, size, checksum, patient_id, slide) VALUES (?, ?, ?, ?, ?, ?, ?)"; w[1].query != want || len(w[1].args) != 7 {
 		t.Errorf("metadata write %q with %d args; want %q with 7", w[1].query, len(w[1].args), want)
 	}
 	if _, err := putWrites(s, data, []string{"slide"}); err == nil || !strings.Contains(err.Error(), `"patient_id"`) {

@@ -41,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,9 +73,10 @@ type Config struct {
 	MaxInFlight int
 	// NumConns is the number of connections per host (default 2).
 	NumConns int
-	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 256),
-	// and ScanParallel how many it reads at once (default 64: at long round trips the scan
-	// is ScanRanges/ScanParallel round trips in series; the rows are narrow).
+	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 64),
+	// and ScanParallel how many it reads at once (default 64). At long round trips a scan
+	// costs a round trip per page of its longest range in series: all ranges at once, and
+	// pages of 10,000 narrow rows, make 200,000 samples one round trip.
 	ScanRanges, ScanParallel int
 	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
 	// clusters reached through NAT, a tunnel or a proxy.
@@ -113,7 +115,7 @@ func (c *Config) defaults() {
 		c.NumConns = 2
 	}
 	if c.ScanRanges == 0 {
-		c.ScanRanges = 256
+		c.ScanRanges = 64
 	}
 	if c.ScanParallel == 0 {
 		c.ScanParallel = 64
@@ -132,8 +134,10 @@ type Store struct {
 	crc     bool     // guarded by mu; samples has the crc32c column (datasets made before it do not)
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
-	nodes       int          // nodes in the cluster when the store was opened
-	hedges      atomic.Int64 // blob reads sent a second time
+	nodes       int            // nodes in the cluster when the store was opened
+	hedges      atomic.Int64   // blob reads sent a second time
+	getStmt     string         // the blob read, with the keyspace in it
+	replicas    sync.WaitGroup // the background fetch of the replica map
 }
 
 var _ store.Store = (*Store)(nil)
@@ -148,53 +152,54 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("no Cassandra hosts given")
 	}
-	s, err := openSession(ctx, cfg)
+	s, policy, err := newSession(cfg)
 	if err != nil {
 		return nil, err
 	}
 	c := &Store{cfg: cfg, session: s, sem: make(chan struct{}, cfg.MaxInFlight)}
+	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
+	// The dataset, the schema and the cluster's size, at once: each is a round trip.
+	var ksErr, colErr, nodeErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); ksErr = ensureKeyspace(ctx, s, cfg) }()
+	go func() { defer wg.Done(); c.nodes, nodeErr = c.countNodes(ctx) }()
+	if !cfg.Create {
+		_, colErr = c.Columns(ctx)
+	}
+	wg.Wait()
+	if err := errors.Join(ksErr, colErr, nodeErr); err != nil {
+		s.Close()
+		if ksErr != nil {
+			return nil, ksErr // the dataset is missing: that explains the rest
+		}
+		return nil, err
+	}
 	if cfg.Create {
 		if err := c.createTables(ctx); err != nil {
 			s.Close()
 			return nil, err
 		}
+		if _, err := c.Columns(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
-	// The schema and the cluster's size, at once: each is a round trip.
-	var colErr, nodeErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); _, colErr = c.Columns(ctx) }()
-	c.nodes, nodeErr = c.countNodes(ctx)
-	wg.Wait()
-	if err := errors.Join(colErr, nodeErr); err != nil {
-		s.Close()
-		return nil, err
-	}
+	// Token-aware routing needs the keyspace's replication; gocql fetches the whole
+	// keyspace's schema for it (about fifteen round trips in series). Reads go to the
+	// token's primary owner until it is there, so it is fetched in the background.
+	c.replicas.Add(1)
+	go func() {
+		defer c.replicas.Done()
+		policy.KeyspaceChanged(gocql.KeyspaceUpdateEvent{Keyspace: cfg.Dataset, Change: "UPDATED"})
+	}()
 	return c, nil
 }
 
-// openSession connects to the dataset's keyspace. gocql fills its token-aware replica map
-// only for the session's keyspace, so the keyspace must exist before the session that
-// serves reads is made. A dataset that exists (every mount) costs one session: connecting
-// is round trips in series, seconds across an ocean. Only when that fails, or when the
-// dataset may have to be made, a session without a keyspace looks the dataset up (and
-// creates it), for a clear error or a new dataset.
-func openSession(ctx context.Context, cfg Config) (*gocql.Session, error) {
-	if !cfg.Create {
-		if s, err := newSession(cfg, cfg.Dataset); err == nil {
-			return s, nil
-		}
-	}
-	boot, err := newSession(cfg, "")
-	if err != nil {
-		return nil, err
-	}
-	err = ensureKeyspace(ctx, boot, cfg)
-	boot.Close()
-	if err != nil {
-		return nil, err
-	}
-	return newSession(cfg, cfg.Dataset)
+// cql names the dataset's tables in stmt: statements are written with "DS.<table>", and
+// every table is named with its keyspace (sessions have none; see newSession).
+func (c *Store) cql(stmt string) string {
+	return strings.ReplaceAll(stmt, " DS.", " "+c.cfg.Dataset+".")
 }
 
 // countNodes counts the cluster's nodes: the coordinator and its peers.
@@ -219,5 +224,6 @@ func (c *Store) countNodes(ctx context.Context) (int, error) {
 // Close implements store.Store.
 func (c *Store) Close() error {
 	c.session.Close()
+	c.replicas.Wait() // ends at once: queries of a closed session fail
 	return nil
 }

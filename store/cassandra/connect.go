@@ -54,10 +54,15 @@ func (t *TLSConfig) config() (*tls.Config, error) {
 	return c, nil
 }
 
-func newSession(cfg Config, keyspace string) (*gocql.Session, error) {
+// newSession connects to the cluster, with no keyspace: every statement names its tables'
+// keyspace (Store.cql). With a session keyspace, gocql 1.7 would fetch that keyspace's
+// whole schema for its token-aware replica map before CreateSession returns (session.go,
+// init: KeyspaceChanged), and once more per host added: about twenty round trips in
+// series, three seconds at 150 ms. The caller asks the returned policy for the replica
+// map when it suits it.
+func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	cl := gocql.NewCluster(cfg.Hosts...)
 	cl.Port = cfg.Port
-	cl.Keyspace = keyspace
 	// v1.7.0's protocol v5 support is beta and lacks v5 framing.
 	cl.ProtoVersion = 4
 	cl.Consistency = gocql.LocalOne
@@ -73,7 +78,8 @@ func newSession(cfg Config, keyspace string) (*gocql.Session, error) {
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)
 	}
-	cl.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas())
+	policy := routing{gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas()), fallback}
+	cl.PoolConfig.HostSelectionPolicy = policy
 	if len(cfg.AddressMap) > 0 {
 		cl.AddressTranslator = gocql.AddressTranslatorFunc(func(addr net.IP, port int) (net.IP, int) {
 			to, ok := cfg.AddressMap[net.JoinHostPort(addr.String(), strconv.Itoa(port))]
@@ -94,7 +100,7 @@ func newSession(cfg Config, keyspace string) (*gocql.Session, error) {
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.config()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		// EnableHostVerification: gocql otherwise skips verifying the chain as well.
 		cl.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: true}
@@ -104,9 +110,42 @@ func newSession(cfg Config, keyspace string) (*gocql.Session, error) {
 	}
 	s, err := cl.CreateSession()
 	if err != nil {
-		return nil, connectError(cfg, err)
+		return nil, nil, connectError(cfg, err)
 	}
-	return s, nil
+	return s, policy, nil
+}
+
+// routing is gocql's token-aware policy, except for queries whose context says they have no
+// partition key (anyNode): those go straight to the fallback policy. For them the
+// token-aware policy would look the statement's partition key up in the keyspace's whole
+// schema first (gocql 1.7, session.go: routingKeyInfo, when the prepared statement binds no
+// partition key column), which is the fetch newSession keeps off the start-up path; the
+// answer would be "no routing key" and the same fallback anyway.
+type routing struct {
+	gocql.HostSelectionPolicy
+	fallback gocql.HostSelectionPolicy
+}
+
+// anyNode marks the context of a query that binds no partition key (a token-range scan).
+type anyNode struct{}
+
+// Pick implements gocql.HostSelectionPolicy.
+func (r routing) Pick(q gocql.ExecutableQuery) gocql.NextHost {
+	if q != nil && q.Context().Value(anyNode{}) != nil {
+		return r.fallback.Pick(q)
+	}
+	return r.HostSelectionPolicy.Pick(q)
+}
+
+// AddHosts lets gocql add the initial hosts at once, as it does with the token-aware policy.
+func (r routing) AddHosts(hosts []*gocql.HostInfo) {
+	if bulk, ok := r.HostSelectionPolicy.(interface{ AddHosts([]*gocql.HostInfo) }); ok {
+		bulk.AddHosts(hosts)
+		return
+	}
+	for _, h := range hosts {
+		r.AddHost(h)
+	}
 }
 
 // connectError says why a session could not be made, and what to check. The password

@@ -27,7 +27,7 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	for _, col := range cols {
 		q += ", " + col
 	}
-	q += ` FROM samples WHERE token(id) > ? AND token(id) <= ?`
+	q += c.cql(` FROM DS.samples WHERE token(id) > ? AND token(id) <= ?`)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -98,6 +98,8 @@ func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string
 	// share one deadline.
 	rctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
 	defer cancel()
+	// No partition key: any node coordinates the range (see routing).
+	rctx = context.WithValue(rctx, anyNode{}, true)
 	iter := c.session.Query(q, r[0], r[1]).WithContext(rctx).Idempotent(true).PageSize(scanPage).Iter()
 	var (
 		id       gocql.UUID

@@ -12,12 +12,12 @@ import (
 func (c *Store) createTables(ctx context.Context) error {
 	qs := []string{
 		// Blobs do not compress; the label sits beside the data so one read returns both.
-		`CREATE TABLE IF NOT EXISTS blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
-		`CREATE TABLE IF NOT EXISTS samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int)`,
-		`CREATE TABLE IF NOT EXISTS labels (label int PRIMARY KEY, name text)`,
+		`CREATE TABLE IF NOT EXISTS DS.blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
+		`CREATE TABLE IF NOT EXISTS DS.samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int)`,
+		`CREATE TABLE IF NOT EXISTS DS.labels (label int PRIMARY KEY, name text)`,
 	}
 	for _, q := range append(qs, splitTables...) {
-		if err := c.ddl(ctx, q); err != nil {
+		if err := c.ddl(ctx, c.cql(q)); err != nil {
 			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
@@ -26,7 +26,7 @@ func (c *Store) createTables(ctx context.Context) error {
 	if _, err := c.Columns(ctx); err != nil || c.hasCRC() {
 		return err
 	}
-	if err := c.ddl(ctx, `ALTER TABLE samples ADD crc32c int`); err != nil {
+	if err := c.ddl(ctx, c.cql(`ALTER TABLE DS.samples ADD crc32c int`)); err != nil {
 		// Another ingest may have added it meanwhile; only the schema can tell.
 		if _, cerr := c.Columns(ctx); cerr != nil || !c.hasCRC() {
 			return fmt.Errorf("add the crc32c column to dataset %q: %w", c.cfg.Dataset, kinded(err))
@@ -83,7 +83,7 @@ func (c *Store) AddColumns(ctx context.Context, names []string) error {
 			continue
 		}
 		// n is a validated identifier.
-		if err := c.ddl(ctx, fmt.Sprintf(`ALTER TABLE samples ADD %s text`, n)); err != nil {
+		if err := c.ddl(ctx, fmt.Sprintf(c.cql(`ALTER TABLE DS.samples ADD %s text`), n)); err != nil {
 			// Another ingest may have added it meanwhile; only the schema can tell.
 			now, cerr := c.Columns(ctx)
 			if cerr != nil || !slices.Contains(now, n) {
@@ -126,7 +126,7 @@ func (c *Store) Columns(ctx context.Context) ([]string, error) {
 // SetLabels implements store.Store.
 func (c *Store) SetLabels(ctx context.Context, names []string) error {
 	for i, n := range names {
-		if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO labels (label, name) VALUES (?, ?)`, i, n); err != nil {
+		if err := c.exec(ctx, gocql.LocalQuorum, c.cql(`INSERT INTO DS.labels (label, name) VALUES (?, ?)`), i, n); err != nil {
 			return fmt.Errorf("store label %d (%q) of dataset %q: %w", i, n, c.cfg.Dataset, kinded(err))
 		}
 	}
@@ -140,7 +140,7 @@ func (c *Store) Labels(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	defer release()
-	iter := c.session.Query(`SELECT label, name FROM labels`).WithContext(rctx).Idempotent(true).Iter()
+	iter := c.session.Query(c.cql(`SELECT label, name FROM DS.labels`)).WithContext(rctx).Idempotent(true).Iter()
 	byLabel := map[int]string{}
 	var label int
 	var name string

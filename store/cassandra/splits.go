@@ -21,10 +21,10 @@ const SplitChunk = 32768
 const splitBucket = 0
 
 var splitTables = []string{
-	`CREATE TABLE IF NOT EXISTS splits (bucket int, name text, set_id uuid, generation uuid, size bigint, chunks int, digest blob, PRIMARY KEY (bucket, name))`,
-	`CREATE TABLE IF NOT EXISTS split_sets (id uuid PRIMARY KEY, created timestamp, params text, report text)`,
+	`CREATE TABLE IF NOT EXISTS DS.splits (bucket int, name text, set_id uuid, generation uuid, size bigint, chunks int, digest blob, PRIMARY KEY (bucket, name))`,
+	`CREATE TABLE IF NOT EXISTS DS.split_sets (id uuid PRIMARY KEY, created timestamp, params text, report text)`,
 	// Random ids do not compress.
-	`CREATE TABLE IF NOT EXISTS split_chunks (generation uuid, chunk int, ids blob, PRIMARY KEY ((generation, chunk))) WITH compression = {'enabled': 'false'}`,
+	`CREATE TABLE IF NOT EXISTS DS.split_chunks (generation uuid, chunk int, ids blob, PRIMARY KEY ((generation, chunk))) WITH compression = {'enabled': 'false'}`,
 }
 
 // ensureSplitTables creates the split tables of a dataset ingested before they existed.
@@ -36,7 +36,7 @@ func (c *Store) ensureSplitTables(ctx context.Context) error {
 		return nil
 	}
 	for _, q := range splitTables {
-		if err := c.ddl(ctx, q); err != nil {
+		if err := c.ddl(ctx, c.cql(q)); err != nil {
 			return fmt.Errorf("create the split tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
@@ -94,7 +94,7 @@ func (c *Store) splitRows(ctx context.Context) ([]splitRow, error) {
 	}
 	defer release()
 	// Quorum: a split just made on another machine must be seen here.
-	iter := c.session.Query(`SELECT name, set_id, generation, size, chunks, digest FROM splits WHERE bucket = ?`, splitBucket).
+	iter := c.session.Query(c.cql(`SELECT name, set_id, generation, size, chunks, digest FROM DS.splits WHERE bucket = ?`), splitBucket).
 		WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Iter()
 	var rows []splitRow
 	var r splitRow
@@ -151,13 +151,13 @@ func (c *Store) PutSplits(ctx context.Context, splits []store.NewSplit, params, 
 			for _, id := range part {
 				packed = append(packed, id[:]...)
 			}
-			if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO split_chunks (generation, chunk, ids) VALUES (?, ?, ?)`, gens[k], ch, packed); err != nil {
+			if err := c.exec(ctx, gocql.LocalQuorum, c.cql(`INSERT INTO DS.split_chunks (generation, chunk, ids) VALUES (?, ?, ?)`), gens[k], ch, packed); err != nil {
 				cleanup()
 				return fmt.Errorf("store split %q (chunk %d): %w", s.Name, ch, kinded(err))
 			}
 		}
 	}
-	if err := c.exec(ctx, gocql.LocalQuorum, `INSERT INTO split_sets (id, created, params, report) VALUES (?, ?, ?, ?)`,
+	if err := c.exec(ctx, gocql.LocalQuorum, c.cql(`INSERT INTO DS.split_sets (id, created, params, report) VALUES (?, ?, ?, ?)`),
 		set, time.Now(), params, report); err != nil {
 		cleanup()
 		return fmt.Errorf("store the parameters of splits %s: %w", splitNames(splits), kinded(err))
@@ -172,7 +172,7 @@ func (c *Store) PutSplits(ctx context.Context, splits []store.NewSplit, params, 
 	}
 	b := c.session.NewBatch(gocql.LoggedBatch).WithContext(rctx)
 	b.SetConsistency(gocql.LocalQuorum)
-	ins := `INSERT INTO splits (bucket, name, set_id, generation, size, chunks, digest) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	ins := c.cql(`INSERT INTO DS.splits (bucket, name, set_id, generation, size, chunks, digest) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	if !replace {
 		ins += ` IF NOT EXISTS`
 		b.SerialConsistency(gocql.LocalSerial)
@@ -222,7 +222,7 @@ func splitNames(splits []store.NewSplit) string {
 func (c *Store) deleteChunks(gen gocql.UUID, chunks int) {
 	ctx := context.Background()
 	for ch := range chunks {
-		_ = c.exec(ctx, gocql.LocalQuorum, `DELETE FROM split_chunks WHERE generation = ? AND chunk = ?`, gen, ch)
+		_ = c.exec(ctx, gocql.LocalQuorum, c.cql(`DELETE FROM DS.split_chunks WHERE generation = ? AND chunk = ?`), gen, ch)
 	}
 }
 
@@ -245,7 +245,7 @@ func (c *Store) Splits(ctx context.Context) ([]store.SplitInfo, error) {
 			if err != nil {
 				return nil, err
 			}
-			err = c.session.Query(`SELECT created, params, report FROM split_sets WHERE id = ?`, r.set).
+			err = c.session.Query(c.cql(`SELECT created, params, report FROM DS.split_sets WHERE id = ?`), r.set).
 				WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&s.created, &s.params, &s.report)
 			release()
 			if err != nil && !errors.Is(err, gocql.ErrNotFound) {
@@ -277,7 +277,7 @@ func (c *Store) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, err
 			return nil, err
 		}
 		var packed []byte
-		err = c.session.Query(`SELECT ids FROM split_chunks WHERE generation = ? AND chunk = ?`, r.generation, ch).
+		err = c.session.Query(c.cql(`SELECT ids FROM DS.split_chunks WHERE generation = ? AND chunk = ?`), r.generation, ch).
 			WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&packed)
 		release()
 		if errors.Is(err, gocql.ErrNotFound) {
@@ -320,7 +320,7 @@ func (c *Store) DeleteSplits(ctx context.Context, names []string) error {
 	b := c.session.NewBatch(gocql.LoggedBatch).WithContext(rctx)
 	b.SetConsistency(gocql.LocalQuorum)
 	for _, r := range gone {
-		b.Query(`DELETE FROM splits WHERE bucket = ? AND name = ?`, splitBucket, r.name)
+		b.Query(c.cql(`DELETE FROM DS.splits WHERE bucket = ? AND name = ?`), splitBucket, r.name)
 	}
 	err = c.session.ExecuteBatch(b)
 	release()
