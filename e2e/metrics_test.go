@@ -180,3 +180,18 @@ func TestBenchCommand(t *testing.T) {
 		}
 	}
 }
+
+// rssBound is the resident memory `cassfs mount --help` promises for --cache-size cache
+// and a dataset of samples (read from the help text, so the test holds the mount to what
+// users are told).
+func rssBound(t testing.TB, cache, samples int) float64 {
+	t.Helper()
+	r := cassfs(t, "mount", "--help")
+	m := regexp.MustCompile(`resident memory stays under this plus ~(\d+) bytes per sample plus (\d+) MiB`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("cassfs mount --help states no memory bound for --cache-size:\n%s", r.stdout)
+	}
+	perSample, _ := strconv.Atoi(m[1])
+	overhead, _ := strconv.Atoi(m[2])
+	return float64(cache + samples*perSample + overhead<<20)
+}

@@ -23,9 +23,18 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// memOverhead is the daemon's memory beyond the cache and the index: Go runtime, FUSE
+// memOverhead is the daemon's heap beyond the cache and the index: Go runtime, FUSE
 // buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
 const memOverhead = 128 << 20
+
+// The resident memory --help promises: the cache, rssPerSample bytes per sample (the index
+// at ~81 bytes, four epoch orders and the "all" split at 36) and rssOverhead (memOverhead,
+// and what the heap limit does not count: the binary, thread stacks, the runtime's free
+// pages). The e2e tests read these numbers from --help and hold the mount to them.
+const (
+	rssPerSample = 150
+	rssOverhead  = 160 << 20
+)
 
 type mountFlags struct {
 	db            dbFlags
@@ -94,9 +103,14 @@ same class that has already arrived, so no reader waits behind a slow fetch and 
 that shuffle on their own (torchvision's DataLoader) read what was prefetched; every
 sample still appears exactly once per epoch, and a name keeps its content once bound.
 --order strict keeps every name bound to the sample at its position (file_list.txt then
-lists the documented permutation exactly): choose it for reproducible runs. A read whose fetch fails or exceeds --timeout gets EIO (the
-cause is logged once; a failure is remembered for a second, so the kernel's immediate
-retry fails at once); readers never hang on a dead database.
+lists the documented permutation exactly): choose it for reproducible runs.
+
+A fetch that finds no connection, or loses its connection mid-answer (a reset link, a
+restarting node), waits for the reconnect (nodes are dialled again every 250 ms) and is
+sent again within --timeout, so a disturbance shorter than --timeout costs readers time,
+not errors. A read whose fetch fails or exceeds --timeout gets EIO (the cause is logged
+once; a failure is remembered for a second, so the kernel's immediate retry fails at
+once); readers never hang on a dead database or a silent link.
 
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
 recovered; a mountpoint in use is refused.`,
@@ -116,7 +130,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
-	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", "bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's memory is limited to this plus ~100 bytes per sample plus 128 MiB")
+	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view)", rssPerSample, rssOverhead>>20))
 	fl.IntVar(&f.prefetch, "prefetch", 8192, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
 	f.order = view.Arrival
 	fl.Var(&f.order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")

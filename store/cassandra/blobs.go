@@ -129,8 +129,9 @@ func (c *Store) get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, 
 	defer release()
 	var label int
 	data := blobBytes{buf: buf}
-	err = c.session.Query(c.getStmt, gocql.UUID(id)).
-		WithContext(rctx).Idempotent(true).Scan(&label, &data)
+	err = again(rctx, func() error {
+		return c.session.Query(c.getStmt, gocql.UUID(id)).WithContext(rctx).Idempotent(true).Scan(&label, &data)
+	})
 	if errors.Is(err, gocql.ErrNotFound) {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)
 	}

@@ -60,6 +60,10 @@ func (t *TLSConfig) config() (*tls.Config, error) {
 // init: KeyspaceChanged), and once more per host added: about twenty round trips in
 // series, three seconds at 150 ms. The caller asks the returned policy for the replica
 // map when it suits it.
+// reconnectInterval is how often a node marked down is dialled again. A dial that hangs
+// holds the pool's one filling slot, so dials never pile up; each costs a connection attempt.
+const reconnectInterval = 250 * time.Millisecond
+
 func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	cl := gocql.NewCluster(cfg.Hosts...)
 	cl.Port = cfg.Port
@@ -71,9 +75,10 @@ func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	cl.NumConns = cfg.NumConns
 	cl.WriteCoalesceWaitTime = cfg.WriteCoalesceWait
 	cl.RetryPolicy = &gocql.SimpleRetryPolicy{NumRetries: 2}
-	// A node that comes back is used again within seconds, not gocql's default minute: a
-	// mount outlives outages, and with every node down nothing else would notice the return.
-	cl.ReconnectInterval = 2 * time.Second
+	// A node whose connections all failed is dialled again every reconnectInterval, not on
+	// gocql's default minute: a mount outlives outages, with every node down nothing else
+	// would notice the return, and requests wait for it (again) only within their deadline.
+	cl.ReconnectInterval = reconnectInterval
 	var fallback gocql.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)

@@ -167,5 +167,7 @@ func (c *Store) exec(ctx context.Context, cons gocql.Consistency, q string, args
 	}
 	defer release()
 	// Every write here is idempotent: the same id always gets the same content.
-	return c.session.Query(q, args...).WithContext(rctx).Consistency(cons).Idempotent(true).Exec()
+	return again(rctx, func() error {
+		return c.session.Query(q, args...).WithContext(rctx).Consistency(cons).Idempotent(true).Exec()
+	})
 }
