@@ -47,7 +47,7 @@ type faultRead struct {
 // RTT). For each case a mount with a small cache (so that reads keep fetching) and a
 // short prefetch window serves a paced reader walking epoch 0 while the link misbehaves:
 //
-//   - reset: every connection, and every new one, reset by the peer for 1 s;
+//   - reset: every connection, and every new one, reset by the peer for 2 s;
 //   - cut: every connection closed after 64 KiB (mid-frame) for 1.5 s;
 //   - black-hole: data dropped on the floor, connections left open, for --timeout + 2 s
 //     (the streams lose bytes: a connection must not be used again);
@@ -63,7 +63,7 @@ type faultRead struct {
 func TestLinkFaults(t *testing.T) {
 	d := sharedDataset(t)
 	cases := []linkFault{
-		{name: "reset", toxic: `{"type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`, hold: time.Second, order: "arrival"},
+		{name: "reset", toxic: `{"type":"reset_peer","stream":"downstream","attributes":{"timeout":0}}`, hold: 2 * time.Second, order: "arrival"},
 		{name: "cut", toxic: `{"type":"limit_data","stream":"downstream","attributes":{"bytes":65536}}`, hold: 1500 * time.Millisecond, order: "strict"},
 		{name: "black-hole", toxic: `{"type":"timeout","stream":"downstream","attributes":{"timeout":0}}`, hold: faultTimeout + 2*time.Second, order: "arrival", errorsAllowed: true},
 		{name: "drip", toxic: `{"type":"bandwidth","stream":"downstream","attributes":{"rate":10}}`, hold: faultTimeout + time.Second, order: "strict", errorsAllowed: true},
