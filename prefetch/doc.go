@@ -24,6 +24,15 @@
 //
 // Returned slices are shared and must not be modified.
 //
+// # Clairvoyant eviction
+//
+// Epoch orders are a pure function of the seed, so the future reads of a stream are known:
+// Clairvoyant (clairvoyant.go) is Belady's MIN over that future (an EpochFuture holds the
+// current and the next epoch's orders, which in a stream of permutations is every next
+// use there is): it evicts the held sample needed farthest ahead and declines to admit one
+// needed later still. It is the policy for a cache that outlives an epoch; the Cache above
+// does not use it yet.
+//
 // # Prefetcher
 //
 // Each split a reader walks is a stream through its epochs, whose orders are known in

@@ -1,0 +1,234 @@
+package prefetch
+
+import (
+	"container/list"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/cassfs/cassfs/splits"
+)
+
+func TestEpochFutureNext(t *testing.T) {
+	f := NewEpochFuture(4)
+	f.Add(0, []uint32{2, 0, 3, 1})
+	f.Add(1, []uint32{1, 3, 0, 2})
+	for _, tc := range []struct {
+		sample uint32
+		now    uint64
+		want   uint64
+	}{
+		{2, 0, 0}, // read now
+		{0, 0, 1},
+		{1, 2, 3},
+		{2, 1, 4 + 3}, // passed in epoch 0: epoch 1, position 3
+		{1, 4, 4},
+		{0, 7, Never}, // epoch 2 is not known
+	} {
+		if got := f.Next(tc.sample, tc.now); got != tc.want {
+			t.Errorf("Next(%d, %d) = %d, want %d", tc.sample, tc.now, got, tc.want)
+		}
+	}
+	f.Forget(1)
+	if got := f.Next(2, 1); got != Never {
+		t.Errorf("Next after Forget(1) = %d, want Never", got)
+	}
+}
+
+// traceFuture is the Future of an arbitrary trace, by scanning it (the reference).
+type traceFuture []uint32
+
+func (tr traceFuture) Next(sample uint32, now uint64) uint64 {
+	for k := now; k < uint64(len(tr)); k++ {
+		if tr[k] == sample {
+			return k
+		}
+	}
+	return Never
+}
+
+// simulate reads trace through a cache of capacity samples kept by policy, which admits
+// a missed sample only if it is needed sooner than the victim (MIN with bypass), and
+// returns the hits. before, if not nil, runs before each read.
+func simulate(trace []uint32, capacity int, future Future, before ...func(k int)) int {
+	c := NewClairvoyant(future)
+	hits := 0
+	for k, s := range trace {
+		for _, fn := range before {
+			fn(k)
+		}
+		now := uint64(k)
+		if c.Holds(s) {
+			hits++
+			c.Used(s, now)
+			continue
+		}
+		if c.Len() >= capacity {
+			if !c.Admit(s, now+1) {
+				continue
+			}
+			v, _, _ := c.Victim(now + 1)
+			c.Remove(v)
+		}
+		c.Add(s, now+1)
+	}
+	return hits
+}
+
+// bruteMIN is Belady's MIN by brute force: on a miss with a full cache, evict the held
+// sample whose next use is farthest (the missed sample itself if it is the farthest).
+func bruteMIN(trace []uint32, capacity int) int {
+	held := map[uint32]bool{}
+	hits := 0
+	next := func(s uint32, after int) int {
+		for k := after + 1; k < len(trace); k++ {
+			if trace[k] == s {
+				return k
+			}
+		}
+		return len(trace) + int(s) // never again: farther than any use; ties broken by id
+	}
+	for k, s := range trace {
+		if held[s] {
+			hits++
+			continue
+		}
+		if len(held) < capacity {
+			held[s] = true
+			continue
+		}
+		victim, far := s, next(s, k)
+		for h := range held {
+			if n := next(h, k); n > far {
+				victim, far = h, n
+			}
+		}
+		if victim != s {
+			delete(held, victim)
+			held[s] = true
+		}
+	}
+	return hits
+}
+
+// The policy's choices are MIN's: on random traces and on epoch traces, it hits exactly
+// as often as brute-force MIN.
+func TestClairvoyantIsMIN(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for round := range 40 {
+		n := 5 + r.IntN(20)
+		trace := make([]uint32, 200)
+		for k := range trace {
+			trace[k] = uint32(r.IntN(n))
+		}
+		capacity := 1 + r.IntN(n)
+		if got, want := simulate(trace, capacity, traceFuture(trace)), bruteMIN(trace, capacity); got != want {
+			t.Fatalf("round %d (%d samples, capacity %d): %d hits, MIN has %d", round, n, capacity, got, want)
+		}
+	}
+	const n, epochs = 50, 4
+	f := NewEpochFuture(n)
+	var trace []uint32
+	for e := range uint64(epochs) {
+		p := splits.Permutation(n, "train", 7, e)
+		f.Add(e, p)
+		trace = append(trace, p...)
+	}
+	for _, capacity := range []int{5, 25, 45} {
+		if got, want := simulate(trace, capacity, f), bruteMIN(trace, capacity); got != want {
+			t.Errorf("epochs, capacity %d: %d hits, MIN has %d", capacity, got, want)
+		}
+	}
+}
+
+// A held sample whose next use passed without a read is looked up again, so it does not
+// stay "needed soon" for ever.
+func TestClairvoyantForgetsPassedUses(t *testing.T) {
+	f := NewEpochFuture(4)
+	f.Add(0, []uint32{0, 1, 2, 3})
+	f.Add(1, []uint32{3, 2, 1, 0})
+	c := NewClairvoyant(f)
+	c.Add(0, 0) // next use 0
+	c.Add(3, 0) // next use 3
+	// Sample 0 was skipped at position 0; at position 2 its next use is epoch 1's last
+	// position (7), sample 3's is 3.
+	if v, next, _ := c.Victim(2); v != 0 || next != 7 {
+		t.Errorf("Victim(2) = %d (next use %d), want 0 (next use 7)", v, next)
+	}
+	c.Remove(0)
+	if v, _, ok := c.Victim(2); !ok || v != 3 || c.Len() != 1 || c.Holds(0) {
+		t.Errorf("after Remove(0): victim %d, %v, %d held", v, ok, c.Len())
+	}
+}
+
+// lruHits reads trace through an LRU cache of capacity samples.
+func lruHits(trace []uint32, capacity int) int {
+	l := list.New()
+	at := map[uint32]*list.Element{}
+	hits := 0
+	for _, s := range trace {
+		if e, ok := at[s]; ok {
+			hits++
+			l.MoveToFront(e)
+			continue
+		}
+		if l.Len() >= capacity {
+			old := l.Remove(l.Back()).(uint32)
+			delete(at, old)
+		}
+		at[s] = l.PushFront(s)
+	}
+	return hits
+}
+
+// BenchmarkEvictionPolicies: the hit rate of the clairvoyant policy against LRU and the
+// bound (MIN knowing the whole trace) on the reads of 5 epochs of a 100,000-sample split
+// in the epochs' real orders, for caches of 10%–90% of the split. The policy knows what a
+// mount knows: the current epoch's order and the next one's. The first epoch is always
+// missed; rates are of all reads.
+func BenchmarkEvictionPolicies(b *testing.B) {
+	const n, epochs = 100_000, 5
+	var trace []uint32
+	policy := NewEpochFuture(n)
+	for e := range uint64(epochs) {
+		p := splits.Permutation(n, "train", 42, e)
+		policy.Add(e, p)
+		trace = append(trace, p...)
+	}
+	// The bound knows every epoch of the trace; the policy the same here, since within
+	// a stream of permutations the next epoch already holds every sample's next use. The
+	// bound is still computed apart, on its own Future, to check that.
+	bound := NewEpochFuture(n)
+	for e := range uint64(epochs) {
+		bound.Add(e, trace[e*n:(e+1)*n])
+	}
+	for range b.N {
+		for pct := 10; pct <= 90; pct += 10 {
+			capacity := n * pct / 100
+			total := float64(len(trace))
+			cl := float64(simulateHorizon(trace, capacity, policy, n)) / total
+			bd := float64(simulate(trace, capacity, bound)) / total
+			lru := float64(lruHits(trace, capacity)) / total
+			b.ReportMetric(cl*100, fmt.Sprintf("clairvoyant-%d%%-hit%%", pct))
+			b.ReportMetric(lru*100, fmt.Sprintf("lru-%d%%-hit%%", pct))
+			b.ReportMetric(bd*100, fmt.Sprintf("bound-%d%%-hit%%", pct))
+		}
+	}
+}
+
+// simulateHorizon is simulate with a policy that, like a mount, knows only the current
+// epoch's order and the next one's: epochs are added to and forgotten from a Future as the
+// reads move on.
+func simulateHorizon(trace []uint32, capacity int, full *EpochFuture, n int) int {
+	f := NewEpochFuture(n)
+	f.inv[0], f.inv[1] = full.inv[0], full.inv[1]
+	return simulate(trace, capacity, f, func(k int) {
+		if k%n == 0 && k > 0 {
+			e := uint64(k / n)
+			f.Forget(e - 1)
+			if inv, ok := full.inv[e+1]; ok {
+				f.inv[e+1] = inv
+			}
+		}
+	})
+}
