@@ -158,6 +158,9 @@ func (ix *Index) ID(i uint32) uuid.UUID { return ix.ids[i] }
 // Label is sample i's label.
 func (ix *Index) Label(i uint32) int { return int(ix.label[i]) }
 
+// Checksum is sample i's SHA-256, as stored at ingest.
+func (ix *Index) Checksum(i uint32) [sha256.Size]byte { return ix.checksum[i] }
+
 // Size is sample i's blob size in bytes.
 func (ix *Index) Size(i uint32) int64 { return int64(ix.size[i]) }
 

@@ -75,6 +75,25 @@ func (m *metrics) watch(cache *prefetch.Cache, pf *prefetch.Prefetcher) {
 	m.reg.MustRegister(&statsCollector{cache: cache, pf: pf})
 }
 
+// corruptCacheFile counts a cache file that failed verification (it is fetched again) with
+// the fetch errors of kind corrupt.
+func (m *metrics) corruptCacheFile(error) { m.fetchErrors.WithLabelValues(store.KindCorrupt).Inc() }
+
+// watchDisk exports the disk tier's counters.
+func (m *metrics) watchDisk(d *prefetch.DiskTier) {
+	counter := func(name, help string, v func(prefetch.DiskStats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(d.Stats())) })
+	}
+	m.reg.MustRegister(
+		counter("cassfs_disk_cache_hits_total", "Fetches served from the cache directory.", func(s prefetch.DiskStats) int64 { return s.Hits }),
+		counter("cassfs_disk_cache_misses_total", "Fetches the cache directory could not serve (they went to the database).", func(s prefetch.DiskStats) int64 { return s.Misses }),
+		counter("cassfs_disk_cache_corrupt_total", "Cache files that failed verification (fetched again).", func(s prefetch.DiskStats) int64 { return s.Corrupt }),
+		counter("cassfs_disk_cache_write_errors_total", "Failed writes to the cache directory.", func(s prefetch.DiskStats) int64 { return s.WriteErrors }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_bytes", Help: "Bytes held in the cache directory."}, func() float64 { return float64(d.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_entries", Help: "Files held in the cache directory."}, func() float64 { return float64(d.Stats().Entries) }),
+	)
+}
+
 // timed wraps a fetch function with the latency histogram and the error counter.
 func (m *metrics) timed(fetch prefetch.Fetch) prefetch.Fetch {
 	return func(ctx context.Context, i uint32) ([]byte, error) {

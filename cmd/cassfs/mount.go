@@ -42,6 +42,9 @@ type mountFlags struct {
 	epochsListed  int
 	epochViews    int
 	cacheSize     string
+	cacheDir      string
+	cacheDirSize  string
+	cacheDirBytes int64 // parsed from cacheDirSize by check
 	prefetch      int
 	order         view.Mode
 	prefetchIO    int
@@ -131,6 +134,8 @@ recovered; a mountpoint in use is refused.`,
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
 	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view)", rssPerSample, rssOverhead>>20))
+	fl.StringVar(&f.cacheDir, "cache-dir", "", "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
+	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full it keeps what it has")
 	fl.IntVar(&f.prefetch, "prefetch", 8192, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
 	f.order = view.Arrival
 	fl.Var(&f.order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
@@ -260,6 +265,16 @@ func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) 
 	if _, err := f.db.config(); err != nil {
 		return 0, shard, err
 	}
+	switch {
+	case f.cacheDir == "" && f.cacheDirSize != "":
+		return 0, shard, usageError{errors.New("--cache-dir-size needs --cache-dir")}
+	case f.cacheDir != "":
+		n, err := humanize.ParseBytes(f.cacheDirSize)
+		if err != nil || n == 0 || n > 1<<62 {
+			return 0, shard, usageError{fmt.Errorf("--cache-dir needs --cache-dir-size, a positive size such as 200GiB (got %q)", f.cacheDirSize)}
+		}
+		f.cacheDirBytes = int64(n)
+	}
 	if f.speculative < 0 {
 		return 0, shard, usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
 	}
@@ -272,6 +287,7 @@ type mount struct {
 	ix         *splits.Index
 	shown      []*splits.Split
 	cache      *prefetch.Cache
+	disk       *prefetch.DiskTier   // nil: no --cache-dir
 	prefetcher *prefetch.Prefetcher // nil: no prefetching
 	fs         *cfs.FS
 	metrics    *metrics
@@ -315,7 +331,18 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
 	m.metrics.pprof = f.pprof
-	m.cache = prefetch.NewCache(m.metrics.timed(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()})
+	fetch := m.metrics.timed(prefetch.StoreFetch(st, ix))
+	if f.cacheDir != "" {
+		if m.disk, err = prefetch.OpenDiskTier(f.cacheDir, st.Dataset(), ix, f.cacheDirBytes, log); err != nil {
+			return nil, usageError{fmt.Errorf("--cache-dir: %w", err)}
+		}
+		m.disk.OnCorrupt = m.metrics.corruptCacheFile
+		m.metrics.watchDisk(m.disk)
+		ds := m.disk.Stats()
+		log.Info("cache directory", "dir", f.cacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
+		fetch = m.disk.Fetch(fetch)
+	}
+	m.cache = prefetch.NewCache(fetch, prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()})
 	vc := view.Config{
 		Index:      ix,
 		Splits:     shown,
@@ -345,6 +372,9 @@ func (m *mount) close() {
 		m.prefetcher.Close()
 	}
 	m.cache.Close()
+	if m.disk != nil {
+		m.disk.Close()
+	}
 }
 
 // unmount unmounts cleanly; while files are still open (EBUSY) it retries for a while and

@@ -1,0 +1,271 @@
+package prefetch
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
+)
+
+// DiskTier keeps fetched blobs as files in a directory (a GPU node's NVMe), so that epochs
+// after the first, and later mounts, read them from disk instead of the database.
+//
+// An entry is DIR/<dataset>/<first two hex digits of the id>/<sample id>-<first 16 hex
+// digits of its SHA-256>: keyed by what makes it valid, so a remount finds it, a sample
+// ingested again (another checksum) never serves its old bytes, and two datasets never
+// mix. Entries are written to a temporary name and renamed, so a crash mid-write leaves
+// no entry that can be served; every entry read is verified against the index (CRC32C, or
+// SHA-256 for samples ingested without one) before it is served, so a flipped byte is
+// refetched from the database and counted, never served. Files that are not entries (not
+// named as above) are left alone.
+//
+// The tier is bounded in bytes and, once full, admits nothing more: under a new
+// permutation every epoch, a fixed set of samples hits exactly as often as Belady's MIN
+// (each epoch reads every cached sample once; BenchmarkEvictionPolicies), and unlike LRU it
+// never rewrites the disk. A mount that finds more than its bound (a smaller
+// --cache-dir-size than last time) removes entries until it fits.
+//
+// One mount at a time uses a dataset's directory: it holds an exclusive lock on
+// DIR/<dataset>/.lock, and a second mount of the dataset with the same directory is
+// refused with a clear error (give each its own directory).
+type DiskTier struct {
+	dir      string
+	ix       *splits.Index
+	maxBytes int64
+	lock     *os.File
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	held  map[uint32]int64 // guarded by mu: sample → size of its entry
+	bytes int64            // guarded by mu
+
+	hits, misses, corrupt, writeErrors atomic.Int64
+	// OnCorrupt, if set, is called with the error of every entry that failed verification.
+	OnCorrupt func(error)
+}
+
+// DiskStats are the disk tier's counters.
+type DiskStats struct {
+	Hits, Misses, Corrupt, WriteErrors int64
+	Entries                            int
+	Bytes, MaxBytes                    int64
+}
+
+// OpenDiskTier opens (making it if needed) the disk tier of dataset ds in dir, bounded by
+// maxBytes, and indexes the entries it already holds for ix.
+func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Logger) (*DiskTier, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("cache directory %s: a size bound is needed (--cache-dir-size)", dir)
+	}
+	root := filepath.Join(dir, ds)
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("cache directory %s: %w (it must be a directory cassfs can write)", dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory %s: %w (it must be a directory cassfs can write)", dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("cache directory %s is in use by another mount of dataset %s: give each mount its own --cache-dir", dir, ds)
+		}
+		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
+	}
+	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{}}
+	if err := d.scan(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// scan indexes the entries that are valid for the index, removes stale ones (samples
+// ingested again or gone, temporary files of a crashed write) and trims to the bound.
+func (d *DiskTier) scan() error {
+	err := filepath.WalkDir(d.dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() || e.Name() == ".lock" {
+			return nil
+		}
+		name := e.Name()
+		if strings.Contains(name, ".tmp-") {
+			os.Remove(p) // a write that did not finish
+			return nil
+		}
+		i, ok, valid := d.parse(name)
+		if !ok {
+			return nil // not ours
+		}
+		info, err := e.Info()
+		if !valid || err != nil || info.Size() != d.ix.Size(i) {
+			os.Remove(p) // ingested again, removed from the dataset, or cut short
+			return nil
+		}
+		if d.bytes+info.Size() > d.maxBytes {
+			os.Remove(p) // a smaller bound than the last mount's
+			return nil
+		}
+		d.held[i] = info.Size()
+		d.bytes += info.Size()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache directory %s: %w", d.dir, err)
+	}
+	return nil
+}
+
+// parse reads an entry's name: ok if it is named as entries are, valid if it is the
+// current entry of a sample of the index.
+func (d *DiskTier) parse(name string) (i uint32, ok, valid bool) {
+	if len(name) != 36+1+16 || name[36] != '-' {
+		return 0, false, false
+	}
+	id, err := uuid.Parse(name[:36])
+	if err != nil {
+		return 0, false, false
+	}
+	if _, err := hex.DecodeString(name[37:]); err != nil {
+		return 0, false, false
+	}
+	i, found := d.ix.Find(id)
+	if !found {
+		return 0, true, false
+	}
+	return i, true, d.name(i) == name
+}
+
+// name is sample i's entry name.
+func (d *DiskTier) name(i uint32) string {
+	sum := d.ix.Checksum(i)
+	return d.ix.ID(i).String() + "-" + hex.EncodeToString(sum[:8])
+}
+
+func (d *DiskTier) path(i uint32) string {
+	n := d.name(i)
+	return filepath.Join(d.dir, n[:2], n)
+}
+
+// Fetch returns a Fetch that serves samples from the disk tier and fetches the others
+// with next, keeping them on disk while the bound allows.
+func (d *DiskTier) Fetch(next Fetch) Fetch {
+	return func(ctx context.Context, i uint32) ([]byte, error) {
+		if data, ok := d.read(i); ok {
+			d.hits.Add(1)
+			return data, nil
+		}
+		d.misses.Add(1)
+		data, err := next(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		d.write(i, data)
+		return data, nil
+	}
+}
+
+// read returns sample i's entry if it holds one that verifies. The Cache fetches a sample
+// once at a time, so read and write never race for one sample.
+func (d *DiskTier) read(i uint32) ([]byte, bool) {
+	d.mu.Lock()
+	_, ok := d.held[i]
+	d.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	data, err := os.ReadFile(d.path(i))
+	if err == nil {
+		err = d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: data})
+		if err != nil {
+			d.corrupt.Add(1)
+			d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
+			if d.OnCorrupt != nil {
+				d.OnCorrupt(err)
+			}
+		}
+	}
+	if err != nil {
+		d.drop(i)
+		return nil, false
+	}
+	return data, true
+}
+
+// write keeps data as sample i's entry if the bound allows: to a temporary name, then
+// renamed. A failure (a full disk, a directory gone) is logged once and counted; the
+// sample is served from memory all the same.
+func (d *DiskTier) write(i uint32, data []byte) {
+	n := int64(len(data))
+	d.mu.Lock()
+	if _, ok := d.held[i]; ok || d.bytes+n > d.maxBytes {
+		d.mu.Unlock()
+		return
+	}
+	d.held[i] = n // reserved: a concurrent write of i stops above
+	d.bytes += n
+	d.mu.Unlock()
+	p := d.path(i)
+	err := os.MkdirAll(filepath.Dir(p), 0o700)
+	var f *os.File
+	if err == nil {
+		f, err = os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".tmp-*")
+	}
+	if err == nil {
+		_, err = f.Write(data)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(f.Name(), p)
+		}
+		if err != nil {
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		if d.writeErrors.Add(1) == 1 {
+			d.log.Error("cannot write to the cache directory; serving from the database", "dir", d.dir, "err", err)
+		}
+		d.mu.Lock()
+		delete(d.held, i)
+		d.bytes -= n
+		d.mu.Unlock()
+	}
+}
+
+// drop forgets sample i's entry and removes its file.
+func (d *DiskTier) drop(i uint32) {
+	d.mu.Lock()
+	if n, ok := d.held[i]; ok {
+		delete(d.held, i)
+		d.bytes -= n
+	}
+	d.mu.Unlock()
+	os.Remove(d.path(i))
+}
+
+// Stats returns the tier's counters.
+func (d *DiskTier) Stats() DiskStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return DiskStats{Hits: d.hits.Load(), Misses: d.misses.Load(), Corrupt: d.corrupt.Load(), WriteErrors: d.writeErrors.Load(),
+		Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
+}
+
+// Close releases the directory's lock.
+func (d *DiskTier) Close() error { return d.lock.Close() }

@@ -1,0 +1,190 @@
+package prefetch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/google/uuid"
+)
+
+// diskDataset is an index of n samples whose bytes depend on version (a sample ingested
+// again has other bytes and another checksum), and a Fetch of them that counts its calls.
+func diskDataset(t *testing.T, n int, version string) (*splits.Index, Fetch, *atomic.Int64) {
+	t.Helper()
+	b := splits.NewIndexBuilder([]string{"a"})
+	data := map[uuid.UUID][]byte{}
+	for k := range n {
+		name := fmt.Sprintf("a/x%03d.jpg", k)
+		d := bytes.Repeat([]byte(version+name), 50+k)
+		s := store.Sample{ID: store.SampleID("ds", name), Name: name, Size: int64(len(d)), Checksum: store.Checksum(d), CRC32C: store.CRC32C(d), HasCRC32C: true}
+		storetest.Check(t, b.Add(s))
+		data[s.ID] = d
+	}
+	ix, err := b.Build()
+	storetest.Check(t, err)
+	var calls atomic.Int64
+	return ix, func(ctx context.Context, i uint32) ([]byte, error) {
+		calls.Add(1)
+		return data[ix.ID(i)], nil
+	}, &calls
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func TestDiskTierKeepsAndServes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, next, calls := diskDataset(t, 20, "v1")
+	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
+	storetest.Check(t, err)
+	fetch := d.Fetch(next)
+	want := make([][]byte, ix.Len())
+	for i := range uint32(ix.Len()) {
+		want[i] = storetest.Must(next(ctx, i))(t)
+	}
+	calls.Store(0)
+	for range 2 {
+		for i := range uint32(ix.Len()) {
+			if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
+				t.Fatalf("sample %d: wrong bytes", i)
+			}
+		}
+	}
+	if calls.Load() != int64(ix.Len()) {
+		t.Errorf("two passes fetched %d times from the database, want %d (the second from disk)", calls.Load(), ix.Len())
+	}
+	if _, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "in use by another mount") {
+		t.Errorf("a second mount of the same directory and dataset: %v, want a refusal", err)
+	}
+	storetest.Check(t, d.Close())
+
+	// A remount finds every entry; a stale temporary file goes, a file not ours stays.
+	storetest.Check(t, os.WriteFile(filepath.Join(dir, "ds", "notes.txt"), []byte("mine"), 0o600))
+	tmp := filepath.Join(dir, "ds", "00", "x.tmp-123")
+	storetest.Check(t, os.MkdirAll(filepath.Dir(tmp), 0o700))
+	storetest.Check(t, os.WriteFile(tmp, []byte("half"), 0o600))
+	d, err = OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
+	storetest.Check(t, err)
+	defer d.Close()
+	if st := d.Stats(); st.Entries != ix.Len() {
+		t.Errorf("remount found %d entries, want %d", st.Entries, ix.Len())
+	}
+	calls.Store(0)
+	fetch = d.Fetch(next)
+	for i := range uint32(ix.Len()) {
+		if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
+			t.Fatalf("sample %d after remount: wrong bytes", i)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Errorf("after a remount %d fetches went to the database, want 0", calls.Load())
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("a temporary file of a crashed write survived the remount: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ds", "notes.txt")); err != nil {
+		t.Errorf("a file that is not an entry was removed: %v", err)
+	}
+}
+
+// A flipped byte in an entry is detected, counted and fetched again, never served.
+func TestDiskTierRefetchesACorruptFile(t *testing.T) {
+	ctx := context.Background()
+	ix, next, calls := diskDataset(t, 3, "v1")
+	d, err := OpenDiskTier(t.TempDir(), "ds", ix, 1<<30, quiet())
+	storetest.Check(t, err)
+	defer d.Close()
+	var reported atomic.Int64
+	d.OnCorrupt = func(error) { reported.Add(1) }
+	fetch := d.Fetch(next)
+	want := storetest.Must(fetch(ctx, 1))(t)
+	p := d.path(1)
+	b := storetest.Must(os.ReadFile(p))(t)
+	b[len(b)/2] ^= 1
+	storetest.Check(t, os.WriteFile(p, b, 0o600))
+	calls.Store(0)
+	if got := storetest.Must(fetch(ctx, 1))(t); !bytes.Equal(got, want) {
+		t.Fatal("a corrupt cache file was served")
+	}
+	if calls.Load() != 1 || d.Stats().Corrupt != 1 || reported.Load() != 1 {
+		t.Errorf("corrupt file: %d fetches, %d counted, %d reported; want 1 each", calls.Load(), d.Stats().Corrupt, reported.Load())
+	}
+	if got := storetest.Must(os.ReadFile(p))(t); !bytes.Equal(got, want) {
+		t.Error("the corrupt file was not replaced by the fetched bytes")
+	}
+}
+
+// A sample ingested again (new bytes, new checksum) never serves its old entry, and the
+// old entry is removed at the next open.
+func TestDiskTierDropsEntriesOfReingestedSamples(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix1, next1, _ := diskDataset(t, 5, "v1")
+	d := storetest.Must(OpenDiskTier(dir, "ds", ix1, 1<<30, quiet()))(t)
+	for i := range uint32(ix1.Len()) {
+		storetest.Must(d.Fetch(next1)(ctx, i))(t)
+	}
+	storetest.Check(t, d.Close())
+	ix2, next2, calls := diskDataset(t, 5, "v2")
+	d = storetest.Must(OpenDiskTier(dir, "ds", ix2, 1<<30, quiet()))(t)
+	defer d.Close()
+	if st := d.Stats(); st.Entries != 0 || st.Bytes != 0 {
+		t.Errorf("entries of the old ingest were kept: %+v", st)
+	}
+	for i := range uint32(ix2.Len()) {
+		if got := storetest.Must(d.Fetch(next2)(ctx, i))(t); !bytes.Equal(got, storetest.Must(next2(ctx, i))(t)) {
+			t.Fatalf("sample %d: old bytes served after the sample was ingested again", i)
+		}
+	}
+	if calls.Load() != 2*int64(ix2.Len()) {
+		t.Errorf("%d fetches, want %d: every sample from the database once (plus the reference reads)", calls.Load(), 2*ix2.Len())
+	}
+}
+
+// The bound is never exceeded: once full the tier keeps what it has; a smaller bound at
+// the next open trims it.
+func TestDiskTierBound(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, next, _ := diskDataset(t, 30, "v1")
+	bound := ix.Size(0) * 10
+	d := storetest.Must(OpenDiskTier(dir, "ds", ix, bound, quiet()))(t)
+	for i := range uint32(ix.Len()) {
+		storetest.Must(d.Fetch(next)(ctx, i))(t)
+	}
+	st := d.Stats()
+	if st.Bytes > bound || st.Entries == 0 || st.Bytes != dirBytes(t, filepath.Join(dir, "ds")) {
+		t.Errorf("bound %d: holds %d bytes in %d entries, %d on disk", bound, st.Bytes, st.Entries, dirBytes(t, filepath.Join(dir, "ds")))
+	}
+	storetest.Check(t, d.Close())
+	d = storetest.Must(OpenDiskTier(dir, "ds", ix, bound/2, quiet()))(t)
+	defer d.Close()
+	if st := d.Stats(); st.Bytes > bound/2 || dirBytes(t, filepath.Join(dir, "ds")) > bound/2 {
+		t.Errorf("reopened with bound %d: holds %d bytes, %d on disk", bound/2, st.Bytes, dirBytes(t, filepath.Join(dir, "ds")))
+	}
+	if _, err := OpenDiskTier(filepath.Join(dir, "ds", ".lock"), "ds", ix, bound, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory") {
+		t.Errorf("a cache directory that is a file: %v, want a clear error", err)
+	}
+}
+
+func dirBytes(t *testing.T, dir string) int64 {
+	var n int64
+	storetest.Check(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() && fi.Name() != ".lock" {
+			n += fi.Size()
+		}
+		return err
+	}))
+	return n
+}
