@@ -8,15 +8,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
-	"time"
 )
 
-// TestCacheDir: a mount with --cache-dir keeps what it fetches on disk; a remount with the
-// same directory reads epoch 0 again without one database fetch, every byte right; a
-// flipped byte in a cache file is fetched again (one fetch, counted as corrupt), never
-// served; a second mount of the dataset with the directory is refused with a clear error.
+// TestCacheDir: cassfs cache warm fills a cache directory (and, run again, fetches
+// nothing); a mount with it reads epoch 0 without one database fetch, every byte right; a
+// second mount of the dataset with the directory, and cache clear while it is mounted, are
+// refused with clear errors; after a flipped byte in a cache file a remount fetches that
+// file again (one fetch, counted as corrupt), never serving it; cache show reports the
+// files and the mounts' hits; cache clear removes them.
 func TestCacheDir(t *testing.T) {
 	d := sharedDataset(t)
 	cacheDir := t.TempDir()
@@ -25,7 +27,9 @@ func TestCacheDir(t *testing.T) {
 		t.Helper()
 		root := filepath.Join(m.dir, "all", "epoch-0")
 		names, _ := fileList(t, root)
-		seen := map[string]bool{}
+		if len(names) != len(d.sha) {
+			t.Fatalf("epoch 0 lists %d files, want %d", len(names), len(d.sha))
+		}
 		parallel(t, 8, len(names), func(k int) error {
 			data, err := os.ReadFile(filepath.Join(root, names[k]))
 			if err != nil {
@@ -37,39 +41,41 @@ func TestCacheDir(t *testing.T) {
 			}
 			return nil
 		})
-		for _, n := range names {
-			seen[n] = true
-		}
-		if len(seen) != len(d.sha) {
-			t.Fatalf("epoch 0 lists %d files, want %d", len(seen), len(d.sha))
-		}
 	}
 	fetches := func(url string) float64 { v, _ := metricValue(scrape(t, url), "cassfs_fetch_seconds_count"); return v }
+	warm := []string{"cache", "warm", "-d", d.name, "--cache-dir", cacheDir, "--cache-dir-size", "1GiB", "--progress", "none"}
+
+	if r := cassfs(t, warm...); r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("%d fetched now, 0 held before", len(d.sha))) {
+		t.Fatalf("cache warm: %s", r)
+	}
+	if r := cassfs(t, warm...); r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("0 fetched now, %d held before", len(d.sha))) {
+		t.Errorf("cache warm again: %s", r)
+	}
 
 	m := startMount(t, d.name, args...)
+	url := metricsURL(t, m)
 	readEpoch(m)
+	if n := fetches(url); n != 0 {
+		t.Errorf("after cache warm, reading epoch 0 made %v database fetches, want 0", n)
+	}
 	if r := cassfs(t, "mount", "-d", d.name, "--cache-dir", cacheDir, "--cache-dir-size", "1GiB", t.TempDir()); r.code == 0 || !strings.Contains(r.stderr, "in use by another mount") {
 		t.Errorf("a second mount with the same --cache-dir: %s", r)
 	}
-	// Prefetches still in flight land before the mount goes.
-	url := metricsURL(t, m)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if n, ok := metricValue(scrape(t, url), "cassfs_requests_in_flight"); ok && n == 0 {
-			break
-		}
+	if r := cassfs(t, "cache", "clear", "--cache-dir", cacheDir, "-d", d.name); r.code == 0 || !strings.Contains(r.stderr, "in use by a mount") {
+		t.Errorf("cache clear while mounted: %s", r)
 	}
 	m.stop(t)
 
 	// Flip a byte of one cache file.
 	var files []string
 	filepath.WalkDir(filepath.Join(cacheDir, d.name), func(p string, e os.DirEntry, err error) error {
-		if err == nil && !e.IsDir() && e.Name() != ".lock" {
+		if err == nil && !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
 			files = append(files, p)
 		}
 		return err
 	})
 	if len(files) != len(d.sha) {
-		t.Fatalf("the cache directory holds %d files after an epoch, want %d", len(files), len(d.sha))
+		t.Fatalf("the cache directory holds %d files, want %d", len(files), len(d.sha))
 	}
 	b, err := os.ReadFile(files[0])
 	if err != nil {
@@ -91,5 +97,17 @@ func TestCacheDir(t *testing.T) {
 	}
 	if r := cassfs(t, "stats", "--interval", "100ms", m.dir); r.code != 0 || !strings.Contains(r.stdout, "disk ") {
 		t.Errorf("cassfs stats shows no disk tier: %s", r)
+	}
+	m.stop(t)
+
+	r := cassfs(t, "cache", "show", "--cache-dir", cacheDir)
+	if row := regexp.MustCompile(`(?m)^` + d.name + `\s+300\s+.*\s+(\d+)\s+(\d+)\s+\S+%\s+no$`).FindStringSubmatch(r.stdout); r.code != 0 || row == nil || row[1] == "0" {
+		t.Errorf("cache show after two mounts: %s", r)
+	}
+	if r := cassfs(t, "cache", "clear", "--cache-dir", cacheDir, "-d", d.name); r.code != 0 {
+		t.Errorf("cache clear: %s", r)
+	}
+	if r := cassfs(t, "cache", "show", "--cache-dir", cacheDir); !strings.Contains(r.stdout, "holds no dataset") {
+		t.Errorf("cache show after clear: %s", r)
 	}
 }

@@ -3,6 +3,7 @@ package prefetch
 import (
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -52,6 +53,7 @@ type DiskTier struct {
 	bytes int64            // guarded by mu
 
 	hits, misses, corrupt, writeErrors atomic.Int64
+	before                             DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
 	// OnCorrupt, if set, is called with the error of every entry that failed verification.
 	OnCorrupt func(error)
 }
@@ -61,6 +63,75 @@ type DiskStats struct {
 	Hits, Misses, Corrupt, WriteErrors int64
 	Entries                            int
 	Bytes, MaxBytes                    int64
+}
+
+// statsFile keeps the hits and misses of the mounts that used a dataset's directory.
+const statsFile = ".stats"
+
+// DiskUsage is what a directory holds for one dataset, read without opening it (cassfs
+// cache show): entries, bytes, whether a mount holds it, and the hits and misses of the
+// mounts that used it.
+type DiskUsage struct {
+	Dataset      string
+	Entries      int
+	Bytes        int64
+	InUse        bool
+	Hits, Misses int64
+}
+
+// ReadDiskUsage reports every dataset held in the cache directory dir.
+func ReadDiskUsage(dir string) ([]DiskUsage, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache directory %s: %w", dir, err)
+	}
+	var out []DiskUsage
+	for _, de := range des {
+		root := filepath.Join(dir, de.Name())
+		if !de.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, ".lock")); err != nil {
+			continue // not a dataset's directory
+		}
+		u := DiskUsage{Dataset: de.Name()}
+		filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err == nil && !e.IsDir() && len(e.Name()) == 36+1+16 && e.Name()[36] == '-' {
+				if info, err := e.Info(); err == nil {
+					u.Entries++
+					u.Bytes += info.Size()
+				}
+			}
+			return nil
+		})
+		if f, err := os.Open(filepath.Join(root, ".lock")); err == nil {
+			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+				u.InUse = true
+			}
+			f.Close()
+		}
+		var st DiskStats
+		if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil && json.Unmarshal(b, &st) == nil {
+			u.Hits, u.Misses = st.Hits, st.Misses
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// RemoveDiskTier removes dataset ds's entries from the cache directory dir, unless a mount
+// uses them.
+func RemoveDiskTier(dir, ds string) error {
+	root := filepath.Join(dir, ds)
+	f, err := os.Open(filepath.Join(root, ".lock"))
+	if err != nil {
+		return fmt.Errorf("cache directory %s holds nothing of dataset %s", dir, ds)
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return fmt.Errorf("cache directory %s: dataset %s is in use by a mount; unmount it first", dir, ds)
+	}
+	return os.RemoveAll(root)
 }
 
 // OpenDiskTier opens (making it if needed) the disk tier of dataset ds in dir, bounded by
@@ -85,6 +156,9 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
 	}
 	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{}}
+	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
+		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
+	}
 	if err := d.scan(); err != nil {
 		lock.Close()
 		return nil, err
@@ -99,7 +173,7 @@ func (d *DiskTier) scan() error {
 		if err != nil {
 			return err
 		}
-		if e.IsDir() || e.Name() == ".lock" {
+		if e.IsDir() || e.Name() == ".lock" || e.Name() == statsFile {
 			return nil
 		}
 		name := e.Name()
@@ -267,5 +341,26 @@ func (d *DiskTier) Stats() DiskStats {
 		Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
 }
 
-// Close releases the directory's lock.
-func (d *DiskTier) Close() error { return d.lock.Close() }
+// Holds reports whether sample i has an entry.
+func (d *DiskTier) Holds(i uint32) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.held[i]
+	return ok
+}
+
+// ForgetCounts leaves this use's hits and misses out of the directory's (cassfs cache warm:
+// filling is not a mount's reading).
+func (d *DiskTier) ForgetCounts() {
+	d.hits.Store(0)
+	d.misses.Store(0)
+}
+
+// Close adds this mount's hits and misses to the directory's and releases its lock.
+func (d *DiskTier) Close() error {
+	st := DiskStats{Hits: d.before.Hits + d.hits.Load(), Misses: d.before.Misses + d.misses.Load()}
+	if b, err := json.Marshal(st); err == nil {
+		os.WriteFile(filepath.Join(d.dir, statsFile), b, 0o600)
+	}
+	return d.lock.Close()
+}

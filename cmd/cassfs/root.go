@@ -40,6 +40,7 @@ and serves them to unmodified deep-learning readers.
   cassfs mount    mount a dataset read-only: splits and epochs as directories
   cassfs stats    a live summary of a running mount
   cassfs bench    measure reads from the database, a mount and local disk in one run
+  cassfs cache    fill, show and clear a cache directory (mount --cache-dir)
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042), over TLS
 with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in with
@@ -51,7 +52,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd(), newBenchCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd())
 	return root
 }
 
