@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -58,6 +59,14 @@ func TestCacheDir(t *testing.T) {
 	if n := fetches(url); n != 0 {
 		t.Errorf("after cache warm, reading epoch 0 made %v database fetches, want 0", n)
 	}
+	// Served by the kernel: every open passed through to its cache file, no READ reaches
+	// cassfs (FUSE passthrough: Linux 6.9 and later, as root).
+	body := scrape(t, url)
+	passed, _ := metricValue(body, "cassfs_opens_passed_through_total")
+	reads, _ := metricValue(body, "cassfs_reads_total")
+	if passthroughKernel(t) && (passed < float64(len(d.sha)) || reads != 0) {
+		t.Errorf("epoch 0 from a warm cache directory: %v opens passed through, %v READs served by cassfs; want %d and 0", passed, reads, len(d.sha))
+	}
 	if r := cassfs(t, "mount", "-d", d.name, "--cache-dir", cacheDir, "--cache-dir-size", "1GiB", t.TempDir()); r.code == 0 || !strings.Contains(r.stderr, "in use by another mount") {
 		t.Errorf("a second mount with the same --cache-dir: %s", r)
 	}
@@ -89,7 +98,7 @@ func TestCacheDir(t *testing.T) {
 	m = startMount(t, d.name, args...)
 	url = metricsURL(t, m)
 	readEpoch(m)
-	body := scrape(t, url)
+	body = scrape(t, url)
 	corrupt, _ := metricValue(body, `cassfs_fetch_errors_total\{kind="corrupt"\}`)
 	hits, _ := metricValue(body, "cassfs_disk_cache_hits_total")
 	if n := fetches(url); n != 1 || corrupt != 1 || hits < float64(len(d.sha)-1) {
@@ -110,4 +119,22 @@ func TestCacheDir(t *testing.T) {
 	if r := cassfs(t, "cache", "show", "--cache-dir", cacheDir); !strings.Contains(r.stdout, "holds no dataset") {
 		t.Errorf("cache show after clear: %s", r)
 	}
+}
+
+// passthroughKernel reports whether this kernel has FUSE passthrough (Linux 6.9+).
+func passthroughKernel(t *testing.T) bool {
+	var u syscall.Utsname
+	if err := syscall.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	for _, c := range u.Release {
+		if c == 0 {
+			break
+		}
+		b = append(b, byte(c))
+	}
+	var major, minor int
+	fmt.Sscanf(string(b), "%d.%d", &major, &minor)
+	return major > 6 || major == 6 && minor >= 9
 }

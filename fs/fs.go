@@ -29,7 +29,9 @@
 // is immutable, so entries and attributes are cached by the kernel for a long time, OPEN and
 // FLUSH answer ENOSYS (the kernel then stops sending them for the whole mount and keeps the
 // page cache: two fewer requests per file), and directories are cached by the kernel
-// (FOPEN_CACHE_DIR).
+// (FOPEN_CACHE_DIR). With a disk tier (Config.Backing) OPEN is answered instead, and a
+// sample held in a local file is opened in FUSE passthrough mode: the kernel reads that
+// file and no READ reaches cassfs (see sampleFile.Open for how modes are kept consistent).
 //
 // # The read path
 //
@@ -52,6 +54,8 @@ package fs
 import (
 	"context"
 	"log/slog"
+	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -74,7 +78,12 @@ type Config struct {
 	// (default 10); any epoch resolves on lookup.
 	EpochsListed int
 	Blobs        BlobSource
-	Logger       *slog.Logger
+	// Backing, if set, opens a local file holding sample i's verified content (the disk
+	// tier), or reports false. The mount then answers OPEN, and opens of such samples are
+	// passed through to that file: the kernel reads it with no request to cassfs (FUSE
+	// passthrough, Linux 6.9+ and root; elsewhere the reads come to cassfs as before).
+	Backing func(i uint32) (*os.File, bool)
+	Logger  *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -88,6 +97,10 @@ type FS struct {
 	totalBytes uint64 // sum of all samples' sizes, for statfs
 
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
+	passedThrough               atomic.Int64 // opens passed through to a backing file
+
+	openMu sync.Mutex
+	opens  map[uint32]*openMode // guarded by openMu: samples open now, and how (with Backing)
 }
 
 // ServeStats counts what readers were served.
@@ -95,11 +108,14 @@ type ServeStats struct {
 	Reads int64 // READ requests answered with data
 	Bytes int64 // bytes returned by them
 	Files int64 // reads from offset 0: about one per file read
+	// PassedThrough counts opens passed through to a backing file (their reads never
+	// reach cassfs).
+	PassedThrough int64
 }
 
 // Stats returns what readers were served so far.
 func (f *FS) Stats() ServeStats {
-	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load()}
+	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load()}
 }
 
 // firstSampleIno is the inode number of canonical sample 0. Directory and file_list inodes
@@ -115,7 +131,7 @@ func New(cfg Config) *FS {
 		cfg.Logger = slog.Default()
 	}
 	ix := cfg.Views.Index()
-	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix())}
+	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{}}
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
 		f.totalBytes += uint64(ix.Size(i))

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -74,6 +75,7 @@ type mountOpts struct {
 	prefetcher *prefetch.Prefetcher
 	shard      splits.Shard
 	splits     []*splits.Split // default: the all split
+	backing    func(i uint32) (*os.File, bool)
 }
 
 // mount serves the fixture at a new directory until the test ends.
@@ -106,7 +108,7 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.prefetcher != nil {
 		vc.Progress = o.prefetcher
 	}
-	server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger}), cfs.MountOptions{FsName: "cassfs:test"})
+	server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing}), cfs.MountOptions{FsName: "cassfs:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -802,5 +804,53 @@ func TestResumedShard(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-0@18")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("epoch-0@18, past the shard's 17: got %v, want ENOENT", err)
+	}
+}
+
+// With Config.Backing, a sample held in a local file is opened in passthrough mode and the
+// kernel reads that file (here it holds other bytes than the store, to tell which path
+// served); a sample open in cached mode keeps that mode for further opens while it is
+// open, even once a file becomes available (the kernel would refuse the mixed open with
+// EIO), and takes passthrough on its next first open.
+func TestPassthroughOpens(t *testing.T) {
+	f := newFixture(t, 6, []string{"a"}, memstore.Options{})
+	dir := t.TempDir()
+	var available atomic.Bool
+	backing := func(i uint32) (*os.File, bool) {
+		if i != 0 && !available.Load() {
+			return nil, false
+		}
+		p := filepath.Join(dir, fmt.Sprint(i))
+		if err := os.WriteFile(p, bytes.Repeat([]byte{'P'}, int(f.ix.Size(i))), 0o600); err != nil {
+			t.Error(err)
+			return nil, false
+		}
+		fl, err := os.Open(p)
+		return fl, err == nil
+	}
+	mnt := f.mount(t, mountOpts{backing: backing})
+	byID := filepath.Join(mnt, "by-uuid")
+	path := func(i uint32) string {
+		return filepath.Join(byID, f.ix.ID(i).String()+filepath.Ext(f.ix.Name(i)))
+	}
+	passed := bytes.Repeat([]byte{'P'}, int(f.ix.Size(0)))
+	if got := storetest.Must(os.ReadFile(path(0)))(t); !bytes.Equal(got, passed) {
+		t.Errorf("sample 0, backed by a file: read %.20q..., want the file's bytes", got)
+	}
+	// Sample 1: no file yet; open it, then let files appear and open it again meanwhile.
+	first := storetest.Must(os.Open(path(1)))(t)
+	available.Store(true)
+	second, err := os.Open(path(1))
+	if err != nil {
+		t.Fatalf("a second open of a sample open in cached mode, its file now available: %v", err)
+	}
+	for _, fl := range []*os.File{first, second} {
+		if got := storetest.Must(io.ReadAll(fl))(t); !bytes.Equal(got, f.blobs["a/"+f.ix.Name(1)]) {
+			t.Errorf("sample 1 open in cached mode: read %.20q..., want the store's bytes", got)
+		}
+		fl.Close()
+	}
+	if got := storetest.Must(os.ReadFile(path(1)))(t); !bytes.Equal(got, bytes.Repeat([]byte{'P'}, int(f.ix.Size(1)))) {
+		t.Errorf("sample 1 opened again after its opens closed: read %.20q..., want the file's bytes", got)
 	}
 }

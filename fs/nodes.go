@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"os"
 	"slices"
 	"syscall"
 
@@ -267,12 +268,92 @@ func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 	return 0
 }
 
-// Open answers ENOSYS on purpose: with FUSE_NO_OPEN_SUPPORT the kernel then treats every
-// open of the mount as successful without asking again and keeps the page cache, saving a
-// request per file (measured: ~1.5x files/s for small files). Writes never get here: the
-// mount is read-only.
+// Open answers ENOSYS on purpose when there is no backing file to pass reads through to:
+// with FUSE_NO_OPEN_SUPPORT the kernel then treats every open of the mount as successful
+// without asking again and keeps the page cache, saving a request per file (measured:
+// ~1.5x files/s for small files). Writes never get here: the mount is read-only.
+//
+// With Config.Backing, a sample held in a local file is opened in passthrough mode (the
+// kernel reads the file itself), others in cached mode as before. The kernel refuses (EIO)
+// an open whose mode differs from that of the inode's opens still open (fs/fuse/iomode.c,
+// fuse_file_io_open), so while a sample is open every further open gets the same mode; a
+// passthrough sample whose file is gone meanwhile is opened for direct I/O, which takes
+// no mode.
 func (s *sampleFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return nil, 0, syscall.ENOSYS
+	f := s.fs
+	if f.cfg.Backing == nil {
+		return nil, 0, syscall.ENOSYS
+	}
+	f.openMu.Lock()
+	m := f.opens[s.i]
+	f.openMu.Unlock()
+	var file *os.File
+	if m == nil || m.passthrough {
+		file, _ = f.cfg.Backing(s.i) // verifies the file: not under the lock
+	}
+	f.openMu.Lock()
+	defer f.openMu.Unlock()
+	m = f.opens[s.i]
+	if m == nil {
+		m = &openMode{passthrough: file != nil}
+		f.opens[s.i] = m
+	}
+	m.n++
+	switch {
+	case m.passthrough && file != nil:
+		f.passedThrough.Add(1)
+		return &passthroughFile{s: s, f: file}, 0, 0
+	case m.passthrough:
+		return &cachedFile{s: s}, fuse.FOPEN_DIRECT_IO, 0
+	}
+	if file != nil {
+		file.Close()
+	}
+	return &cachedFile{s: s}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// openMode is how a sample's open files are open (with Config.Backing).
+type openMode struct {
+	n           int  // files open
+	passthrough bool // in passthrough mode (else cached)
+}
+
+// release ends one open of the sample.
+func (s *sampleFile) release() {
+	s.fs.openMu.Lock()
+	defer s.fs.openMu.Unlock()
+	if m := s.fs.opens[s.i]; m != nil {
+		if m.n--; m.n <= 0 {
+			delete(s.fs.opens, s.i)
+		}
+	}
+}
+
+// passthroughFile is an open of a sample held in a local file: go-fuse registers the file
+// with the kernel as the open's backing file (gofs.FilePassthroughFder). Where the kernel
+// or the privileges do not allow it, reads come to Read as for any open.
+type passthroughFile struct {
+	s *sampleFile
+	f *os.File
+}
+
+// PassthroughFd implements gofs.FilePassthroughFder.
+func (p *passthroughFile) PassthroughFd() (int, bool) { return int(p.f.Fd()), true }
+
+// Release implements gofs.FileReleaser.
+func (p *passthroughFile) Release(ctx context.Context) syscall.Errno {
+	p.f.Close()
+	p.s.release()
+	return 0
+}
+
+// cachedFile is an open of a sample read through cassfs.
+type cachedFile struct{ s *sampleFile }
+
+// Release implements gofs.FileReleaser.
+func (c *cachedFile) Release(ctx context.Context) syscall.Errno {
+	c.s.release()
+	return 0
 }
 
 // Flush answers ENOSYS for the same reason as Open: the kernel stops sending FLUSH.
@@ -327,7 +408,12 @@ func (fl *fileList) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.A
 	return 0
 }
 
+// Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
+// one ENOSYS stops the kernel sending OPEN for the whole mount.
 func (fl *fileList) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if fl.fs.cfg.Backing != nil {
+		return nil, fuse.FOPEN_KEEP_CACHE, 0
+	}
 	return nil, 0, syscall.ENOSYS
 }
 

@@ -32,11 +32,15 @@ type CacheOptions struct {
 	// Samples, if set, is the number of samples (indices 0 .. Samples-1): Has then answers
 	// from a bitset without taking the cache's lock (1 bit per sample).
 	Samples int
+	// Local, if set, reports samples readers get from a local file without this cache (the
+	// disk tier, passed through): Prefetch leaves them alone.
+	Local func(i uint32) bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
 // concurrent use.
 type Cache struct {
+	local    func(i uint32) bool // nil: none
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -107,7 +111,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	c := &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: used, inflight: map[uint32]*call{},
-		failed: map[uint32]failure{}, failFor: opts.FailureMemory,
+		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
 	}
 	if opts.Samples > 0 {
 		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
@@ -169,12 +173,15 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	}
 }
 
-// Prefetch starts fetching sample i, of size bytes, in the background unless it is cached or
-// in flight. It never blocks. It reports false, starting nothing, when maxInFlight
+// Prefetch starts fetching sample i, of size bytes, in the background unless it is cached, in
+// flight or local (CacheOptions.Local). It never blocks. It reports false, starting nothing, when maxInFlight
 // prefetches are already in flight or when fresh blobs and those in flight would fill the
 // cache to less than keepFree bytes short of its bound (the prefetcher then waits for
 // readers to catch up). owner is handed to the arrival callback when the fetch ends.
 func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, owner any) bool {
+	if c.local != nil && c.local(i) {
+		return true // its readers read a local file
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fresh.Contains(i) || c.inflight[i] != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -48,9 +49,11 @@ type DiskTier struct {
 	lock     *os.File
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	held  map[uint32]int64 // guarded by mu: sample → size of its entry
-	bytes int64            // guarded by mu
+	mu       sync.Mutex
+	held     map[uint32]int64  // guarded by mu: sample → size of its entry
+	bytes    int64             // guarded by mu
+	verified map[uint32]fileID // guarded by mu: entries written or verified by this mount, as they were then
+	present  []atomic.Uint64   // a bit per sample: held (Holds without the lock)
 
 	hits, misses, corrupt, writeErrors atomic.Int64
 	before                             DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
@@ -155,7 +158,8 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 		}
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
 	}
-	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{}}
+	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
+		verified: map[uint32]fileID{}, present: make([]atomic.Uint64, (ix.Len()+63)/64)}
 	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
 		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
 	}
@@ -196,6 +200,7 @@ func (d *DiskTier) scan() error {
 		}
 		d.held[i] = info.Size()
 		d.bytes += info.Size()
+		d.mark(i, true)
 		return nil
 	})
 	if err != nil {
@@ -280,6 +285,65 @@ func (d *DiskTier) read(i uint32) ([]byte, bool) {
 	return data, true
 }
 
+// Backing opens sample i's entry for a reader to read directly (FUSE passthrough), after
+// verifying its content; false if there is none or it does not verify (it is then removed,
+// and the sample is fetched again when read).
+func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
+	if !d.Holds(i) {
+		return nil, false
+	}
+	f, err := os.Open(d.path(i))
+	if err == nil {
+		id, ok := idOf(f)
+		d.mu.Lock()
+		known, seen := d.verified[i]
+		d.mu.Unlock()
+		if ok && seen && id == known {
+			d.hits.Add(1)
+			return f, true // written or verified by this mount, and not changed since
+		}
+		bp := verifyBufs.Get().(*[]byte)
+		buf := (*bp)[:0]
+		n := d.ix.Size(i)
+		if int64(cap(buf)) < n+1 {
+			buf = make([]byte, 0, n+1)
+		}
+		var m int
+		m, err = io.ReadFull(f, buf[:n+1])
+		if errors.Is(err, io.ErrUnexpectedEOF) && int64(m) == n {
+			err = d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: buf[:n]})
+			if err != nil {
+				d.corrupt.Add(1)
+				d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
+				if d.OnCorrupt != nil {
+					d.OnCorrupt(err)
+				}
+			}
+		} else if err == nil {
+			err = fmt.Errorf("cache file %s is longer than the sample", d.path(i))
+		}
+		*bp = buf[:0]
+		verifyBufs.Put(bp)
+		if err == nil && ok {
+			d.mu.Lock()
+			d.verified[i] = id
+			d.mu.Unlock()
+		}
+	}
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		d.drop(i)
+		return nil, false
+	}
+	d.hits.Add(1)
+	return f, true
+}
+
+// verifyBufs are the buffers Backing verifies files in.
+var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
+
 // write keeps data as sample i's entry if the bound allows: to a temporary name, then
 // renamed. A failure (a full disk, a directory gone) is logged once and counted; the
 // sample is served from memory all the same.
@@ -293,6 +357,7 @@ func (d *DiskTier) write(i uint32, data []byte) {
 	d.held[i] = n // reserved: a concurrent write of i stops above
 	d.bytes += n
 	d.mu.Unlock()
+	d.mark(i, true)
 	p := d.path(i)
 	err := os.MkdirAll(filepath.Dir(p), 0o700)
 	var f *os.File
@@ -301,11 +366,18 @@ func (d *DiskTier) write(i uint32, data []byte) {
 	}
 	if err == nil {
 		_, err = f.Write(data)
+		// Its identity before closing: the file renamed is this one.
+		id, known := idOf(f)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err == nil {
 			err = os.Rename(f.Name(), p)
+		}
+		if err == nil && known {
+			d.mu.Lock()
+			d.verified[i] = id
+			d.mu.Unlock()
 		}
 		if err != nil {
 			os.Remove(f.Name())
@@ -319,6 +391,7 @@ func (d *DiskTier) write(i uint32, data []byte) {
 		delete(d.held, i)
 		d.bytes -= n
 		d.mu.Unlock()
+		d.mark(i, false)
 	}
 }
 
@@ -327,9 +400,11 @@ func (d *DiskTier) drop(i uint32) {
 	d.mu.Lock()
 	if n, ok := d.held[i]; ok {
 		delete(d.held, i)
+		delete(d.verified, i)
 		d.bytes -= n
 	}
 	d.mu.Unlock()
+	d.mark(i, false)
 	os.Remove(d.path(i))
 }
 
@@ -341,12 +416,35 @@ func (d *DiskTier) Stats() DiskStats {
 		Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
 }
 
-// Holds reports whether sample i has an entry.
-func (d *DiskTier) Holds(i uint32) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.held[i]
-	return ok
+// Holds reports whether sample i has an entry (or one is being written).
+func (d *DiskTier) Holds(i uint32) bool { return d.present[i/64].Load()&(1<<(i%64)) != 0 }
+
+func (d *DiskTier) mark(i uint32, on bool) {
+	w, bit := &d.present[i/64], uint64(1)<<(i%64)
+	for {
+		old := w.Load()
+		new := old &^ bit
+		if on {
+			new = old | bit
+		}
+		if w.CompareAndSwap(old, new) {
+			return
+		}
+	}
+}
+
+// fileID is what tells that an entry's file is still the one verified: its inode, size and
+// modification time (a write to it, or a new file in its place, changes them).
+type fileID struct {
+	ino, size, mtime int64
+}
+
+func idOf(f *os.File) (fileID, bool) {
+	var st syscall.Stat_t
+	if syscall.Fstat(int(f.Fd()), &st) != nil {
+		return fileID{}, false
+	}
+	return fileID{int64(st.Ino), st.Size, st.Mtim.Nano()}, true
 }
 
 // ForgetCounts leaves this use's hits and misses out of the directory's (cassfs cache warm:

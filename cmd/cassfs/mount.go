@@ -342,7 +342,11 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		log.Info("cache directory", "dir", f.cacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
 		fetch = m.disk.Fetch(fetch)
 	}
-	m.cache = prefetch.NewCache(fetch, prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()})
+	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
+	if m.disk != nil {
+		co.Local = m.disk.Holds // read through passthrough opens, not this cache
+	}
+	m.cache = prefetch.NewCache(fetch, co)
 	vc := view.Config{
 		Index:      ix,
 		Splits:     shown,
@@ -352,12 +356,19 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		Mode:       f.order,
 		Arrived:    m.cache.Has,
 	}
+	if m.disk != nil {
+		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
+	}
 	if f.prefetch > 0 {
 		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
 		vc.Progress = m.prefetcher
 	}
 	m.metrics.watch(m.cache, m.prefetcher)
-	m.fs = cfs.New(cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log})
+	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
+	if m.disk != nil {
+		fc.Backing = m.disk.Backing
+	}
+	m.fs = cfs.New(fc)
 	hedges := func() int64 { return 0 }
 	if h, ok := st.(store.Hedger); ok {
 		hedges = h.Hedges
