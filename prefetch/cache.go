@@ -287,6 +287,26 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 	c.bytes += n
 }
 
+// Drop forgets sample i's blob: its readers read it elsewhere (a passthrough open of its
+// file in the disk tier), so its memory goes to blobs that will be read from here. A
+// prefetched blob nobody reads from the cache would otherwise stay fresh, and fresh blobs
+// filling the cache stop prefetching.
+func (c *Cache) Drop(i uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if data, ok := c.fresh.Peek(i); ok {
+		c.fresh.Remove(i)
+		c.freshBytes -= int64(len(data))
+		c.bytes -= int64(len(data))
+	} else if data, ok := c.used.Peek(i); ok {
+		c.used.Remove(i)
+		c.bytes -= int64(len(data))
+	} else {
+		return
+	}
+	c.mark(i, false)
+}
+
 // Has reports whether sample i's blob is in memory (fetched, not evicted). With
 // CacheOptions.Samples it takes no lock: arrival binding asks it for many samples per
 // lookup.

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // blobOf is sample i's content in these tests: i+1 bytes of value i.
@@ -264,5 +266,27 @@ func TestHasWithAndWithoutLock(t *testing.T) {
 	}
 	if free.Has(1000) {
 		t.Error("Has of a sample beyond Samples")
+	}
+}
+
+// Drop frees a blob's memory, fresh or used, and Has no longer reports it.
+func TestCacheDrop(t *testing.T) {
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }, CacheOptions{MaxBytes: 1000, Samples: 10})
+	defer c.Close()
+	storetest.Must(c.Get(context.Background(), 1))(t)
+	if !c.Prefetch(2, 100, 10, 0, nil) {
+		t.Fatal("prefetch refused")
+	}
+	for !c.Has(2) {
+		time.Sleep(time.Millisecond)
+	}
+	c.Drop(1)
+	c.Drop(2)
+	c.Drop(3) // not cached: nothing happens
+	if st := c.Stats(); st.Bytes != 0 || st.FreshBytes != 0 || st.Entries != 0 || c.Has(1) || c.Has(2) {
+		t.Errorf("after Drop: %+v, has 1: %v, has 2: %v", st, c.Has(1), c.Has(2))
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
 	}
 }

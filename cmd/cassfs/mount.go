@@ -366,7 +366,13 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
 	if m.disk != nil {
-		fc.Backing = m.disk.Backing
+		fc.Backing = func(i uint32) (*os.File, bool) {
+			f, ok := m.disk.Backing(i)
+			if ok {
+				m.cache.Drop(i) // read from its file from now on
+			}
+			return f, ok
+		}
 	}
 	m.fs = cfs.New(fc)
 	hedges := func() int64 { return 0 }

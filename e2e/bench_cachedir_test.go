@@ -1,0 +1,101 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkCacheDir: epochs after the first from the disk tier, against local disk, in one
+// run. 4,000 generated images (~430 MB) through a 150 ms link; the mount's memory cache
+// holds half the dataset, its --cache-dir all of it. Epoch 0 is read cold through the link
+// (it fills the directory); epochs 1–3 are read by the Go reader (16 goroutines, file_list
+// order) and epoch 4 by DALI, each after dropping the page cache, as are the same files on
+// local disk. Reported: images/s of each, the ratio to local disk, and the daemon's CPU per
+// image for the cached epochs.
+func BenchmarkCacheDir(b *testing.B) {
+	const count, readers, batch = 4000, 16, 64
+	ds, root := benchDataset(b, "cachedir", count, 47)
+	dir := filepath.Dir(root)
+	var total int64
+	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if fi, err := e.Info(); err == nil {
+				total += fi.Size()
+			}
+		}
+		return err
+	})
+	for range b.N {
+		l := newLink(b, linkSpec{Name: "cachedir", RTT: 150 * time.Millisecond, Jitter: 10 * time.Millisecond})
+		m := startMount(b, ds, append(l.mountArgs(), "--cache-size", strconv.FormatInt(total/2, 10),
+			"--cache-dir", b.TempDir(), "--cache-dir-size", strconv.FormatInt(total*2, 10), "--metrics-addr", "127.0.0.1:0")...)
+		url := metricsURL(b, m)
+		epochPaths := func(e int) []string {
+			epoch := filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", e))
+			names, _ := fileList(b, epoch)
+			paths := make([]string, len(names))
+			for k, n := range names {
+				paths[k] = filepath.Join(epoch, n)
+			}
+			return paths
+		}
+		// The same files on local disk, in epoch 1's order; DALI's list of them.
+		lines, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-1"))
+		local := make([]string, len(lines))
+		var list strings.Builder
+		labels := classNames(b, root)
+		for k, ln := range lines {
+			local[k] = filepath.Join(root, origName(ln))
+			fmt.Fprintf(&list, "images/%s %d\n", origName(ln), slices.Index(labels, class(ln)))
+		}
+		localList := filepath.Join(dir, "local_list.txt")
+		if err := os.WriteFile(localList, []byte(list.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+
+		dropPageCache(b)
+		t0, _, _ := batchTimes(b, epochPaths(0), readers, batch)
+		b.ReportMetric(count/t0.Seconds(), "epoch0-150ms-images/s")
+		fetched, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count")
+		dropPageCache(b)
+		tl, _, _ := batchTimes(b, local, readers, batch)
+		localRate := count / tl.Seconds()
+		b.ReportMetric(localRate, "local-disk-images/s")
+		for e := 1; e <= 3; e++ {
+			dropPageCache(b)
+			cpu0 := processCPU(b, m.cmd.Process.Pid)
+			te, _, _ := batchTimes(b, epochPaths(e), readers, batch)
+			cpu := processCPU(b, m.cmd.Process.Pid) - cpu0
+			b.ReportMetric(count/te.Seconds(), fmt.Sprintf("epoch%d-images/s", e))
+			b.ReportMetric(count/te.Seconds()/localRate, fmt.Sprintf("epoch%d/local-disk", e))
+			b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("epoch%d-daemon-cpu-us/image", e))
+		}
+		dropPageCache(b)
+		n, secs := readerRun(b, "dali_bench.py", localList)
+		daliLocal := float64(n) / secs
+		dropPageCache(b)
+		cpu0 := processCPU(b, m.cmd.Process.Pid)
+		n, secs = readerRun(b, "dali_bench.py", filepath.Join(m.dir, "all", "epoch-4", "file_list.txt"))
+		cpu := processCPU(b, m.cmd.Process.Pid) - cpu0
+		b.ReportMetric(daliLocal, "dali-local-disk-images/s")
+		b.ReportMetric(float64(n)/secs, "dali-epoch4-images/s")
+		b.ReportMetric(float64(n)/secs/daliLocal, "dali-epoch4/local-disk")
+		b.ReportMetric(float64(cpu.Microseconds())/float64(n), "dali-epoch4-daemon-cpu-us/image")
+		body := scrape(b, url)
+		after, _ := metricValue(body, "cassfs_fetch_seconds_count")
+		passed, _ := metricValue(body, "cassfs_opens_passed_through_total")
+		b.ReportMetric(fetched/count, "epoch0-fetches/image")
+		b.ReportMetric(after-fetched, "cached-epochs-database-fetches")
+		b.ReportMetric(passed, "opens-passed-through")
+		m.stop(b)
+		l.proxy.Stop()
+	}
+}
