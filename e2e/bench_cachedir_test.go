@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -23,7 +21,6 @@ import (
 func BenchmarkCacheDir(b *testing.B) {
 	const count, readers, batch = 4000, 16, 64
 	ds, root := benchDataset(b, "cachedir", count, 47)
-	dir := filepath.Dir(root)
 	var total int64
 	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {
@@ -49,17 +46,7 @@ func BenchmarkCacheDir(b *testing.B) {
 		}
 		// The same files on local disk, in epoch 1's order; DALI's list of them.
 		lines, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-1"))
-		local := make([]string, len(lines))
-		var list strings.Builder
-		labels := classNames(b, root)
-		for k, ln := range lines {
-			local[k] = filepath.Join(root, origName(ln))
-			fmt.Fprintf(&list, "images/%s %d\n", origName(ln), slices.Index(labels, class(ln)))
-		}
-		localList := filepath.Join(dir, "local_list.txt")
-		if err := os.WriteFile(localList, []byte(list.String()), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		local, localList := localCopy(b, root, lines)
 
 		dropPageCache(b)
 		t0, _, _ := batchTimes(b, epochPaths(0), readers, batch)

@@ -56,7 +56,6 @@ func BenchmarkLatencyCurve(b *testing.B) {
 	}
 	const readers, batch = 16, 64
 	ds, root := benchDataset(b, "curve", count, 43)
-	dir := filepath.Dir(root)
 	st := openStore(b, ds, false)
 	for range b.N {
 		var points []curvePoint
@@ -76,17 +75,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			l, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-0"))
 			return l
 		}()
-		local := make([]string, len(lines))
-		var list strings.Builder
-		labels := classNames(b, root)
-		for k, l := range lines {
-			local[k] = filepath.Join(root, origName(l))
-			fmt.Fprintf(&list, "images/%s %d\n", origName(l), slices.Index(labels, class(l)))
-		}
-		localList := filepath.Join(dir, "local_list.txt")
-		if err := os.WriteFile(localList, []byte(list.String()), 0o644); err != nil {
-			b.Fatal(err)
-		}
+		local, localList := localCopy(b, root, lines)
 		dropPageCache(b)
 		total, _, _ := batchTimes(b, local, readers, batch)
 		add(curvePoint{Reader: "go", Path: "local-disk", Images: count, PerSecond: float64(count) / total.Seconds()})
@@ -165,4 +154,23 @@ func readerRun(b *testing.B, script, arg string) (int, float64) {
 	}
 	runPython(b, &out, script, arg)
 	return out.Images, out.Seconds
+}
+
+// localCopy returns the local-disk paths of an epoch's file_list lines (under root, the
+// generated tree whose parent holds images/), in that order, and a DALI file_list of them
+// written beside root.
+func localCopy(b *testing.B, root string, lines []string) (paths []string, list string) {
+	b.Helper()
+	paths = make([]string, len(lines))
+	var sb strings.Builder
+	labels := classNames(b, root)
+	for k, l := range lines {
+		paths[k] = filepath.Join(root, origName(l))
+		fmt.Fprintf(&sb, "images/%s %d\n", origName(l), slices.Index(labels, class(l)))
+	}
+	list = filepath.Join(filepath.Dir(root), "local_list.txt")
+	if err := os.WriteFile(list, []byte(sb.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return paths, list
 }
