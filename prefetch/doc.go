@@ -109,10 +109,20 @@
 // deadline. After that the next Get tries again. A failed prefetch nobody waited for is
 // forgotten at once, so a node lost for a moment costs readers nothing.
 //
+// # Disk tier
+//
+// DiskTier (disk.go) keeps fetched blobs as files in a local directory, for later epochs
+// and later mounts. It sits under the Cache as a Fetch wrapper: a fetch is served from its
+// file when it holds one that verifies, else fetched and written there. Files it holds are
+// better read by the kernel itself (FUSE passthrough, package fs): the Cache then leaves
+// them alone (CacheOptions.Local) and drops their blobs once opened there (Cache.Drop).
+//
 // # Lock order
 //
 // A stream's lock (stream.mu) may be held while taking Cache.mu (issuing a prefetch);
 // never the other way round: the cache calls the prefetcher back (arrivals) with no lock
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
-// another lock. Stream.Order is called with no lock of this package held.
+// another lock. Stream.Order is called with no lock of this package held. DiskTier.mu is
+// a leaf: nothing else is taken while it is held, and DiskTier.Holds takes no lock (it is
+// asked under Cache.mu).
 package prefetch
