@@ -52,7 +52,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd())
 	return root
 }
 
@@ -127,6 +127,11 @@ func (f *dbFlags) config() (cassandra.Config, error) {
 	if err := cassandra.ValidDatasetName(f.dataset); err != nil {
 		return cassandra.Config{}, usageError{err}
 	}
+	return f.clusterConfig()
+}
+
+// clusterConfig is config without a dataset (commands about every dataset of a cluster).
+func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 	if f.timeout <= 0 {
 		return cassandra.Config{}, usageError{fmt.Errorf("--timeout must be positive, got %v", f.timeout)}
 	}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func newDatasetCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dataset",
+		Short: "List, show and delete the datasets of a cluster",
+		Long: `A dataset is a keyspace made by cassfs ingest: blobs, metadata, class names and splits.
+
+  cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits
+  cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
+  cassfs dataset delete   remove a dataset and everything in it`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown dataset command %q: use list, show or delete", args[0])}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
+	}
+	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetDeleteCmd())
+	return c
+}
+
+func newDatasetListCmd() *cobra.Command {
+	var db dbFlags
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List the datasets of the cluster: samples, bytes, classes and splits of each",
+		Long: `list finds every dataset of the cluster (the keyspaces holding cassfs's tables) and reads
+each one's metadata (one parallel scan of its samples table, never the blobs).`,
+		Args: noArgs("dataset list"),
+		RunE: func(c *cobra.Command, args []string) error {
+			cfg, err := db.clusterConfig()
+			if err != nil {
+				return err
+			}
+			names, err := cassandra.Datasets(c.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			out := c.OutOrStdout()
+			if len(names) == 0 {
+				fmt.Fprintln(out, "the cluster holds no dataset (cassfs ingest makes one)")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS")
+			for _, n := range names {
+				db.dataset = n
+				row, err := datasetRow(c.Context(), &db)
+				if err != nil {
+					return fmt.Errorf("dataset %s: %w", n, err)
+				}
+				fmt.Fprintln(tw, row)
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(c)
+	c.Flags().Lookup("dataset").Usage = "not used: every dataset is listed"
+	return c
+}
+
+// datasetRow is a dataset's line of dataset list.
+func datasetRow(ctx context.Context, db *dbFlags) (string, error) {
+	st, err := db.openStore(ctx, storeOpts{})
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	ix, err := splits.LoadIndex(ctx, st)
+	if err != nil {
+		// A dataset made but never filled is listed, empty.
+		return fmt.Sprintf("%s\t0\t0 B\t0\t-", st.Dataset()), nil
+	}
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, len(infos))
+	for k, in := range infos {
+		names[k] = in.Name
+	}
+	sp := strings.Join(names, ",")
+	if sp == "" {
+		sp = "-"
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(indexBytes(ix))), len(ix.Labels()), sp), nil
+}
+
+func indexBytes(ix *splits.Index) int64 {
+	var n int64
+	for i := range uint32(ix.Len()) {
+		n += ix.Size(i)
+	}
+	return n
+}
+
+func newDatasetShowCmd() *cobra.Command {
+	var db dbFlags
+	c := &cobra.Command{
+		Use:   "show --dataset NAME",
+		Short: "Show a dataset: classes with counts, metadata columns and their fill, splits",
+		Args:  noArgs("dataset show"),
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			return showDataset(c.Context(), st, c.OutOrStdout())
+		}),
+	}
+	db.register(c)
+	return c
+}
+
+func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
+	labels, err := st.Labels(ctx)
+	if err != nil {
+		return err
+	}
+	cols, err := st.Columns(ctx)
+	if err != nil {
+		return err
+	}
+	perClass := make([]int, len(labels))
+	filled := map[string]int{}
+	var samples, bytes int64
+	err = st.Scan(ctx, func(s store.Sample) error {
+		samples++
+		bytes += s.Size
+		if s.Label >= 0 && s.Label < len(perClass) {
+			perClass[s.Label]++
+		}
+		for k, v := range s.Meta {
+			if v != "" {
+				filled[k]++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "dataset %s: %s samples, %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(bytes)))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
+	for l, n := range labels {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", n, l, humanize.Comma(int64(perClass[l])))
+	}
+	if len(cols) > 0 {
+		fmt.Fprintln(tw, "\nMETADATA COLUMN\tFILLED\t")
+		for _, c := range cols {
+			fmt.Fprintf(tw, "%s\t%s of %s\t\n", c, humanize.Comma(int64(filled[c])), humanize.Comma(samples))
+		}
+	} else {
+		fmt.Fprintln(tw, "\n(no metadata columns)\t\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return err
+	}
+	if len(infos) == 0 {
+		fmt.Fprintln(out, "\nno stored splits (cassfs split create makes some)")
+		return nil
+	}
+	// What changed since the splits were made: samples in none of them.
+	inSome := map[uuid.UUID]bool{}
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSPLIT\tSAMPLES\tCREATED")
+	for _, in := range infos {
+		ids, err := st.SplitMembers(ctx, in.Name)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			inSome[id] = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, humanize.Comma(int64(in.Size)), in.Created.Format("2006-01-02 15:04:05 MST"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if missing := samples - int64(len(inSome)); missing > 0 {
+		fmt.Fprintf(out, "%s samples are in no split: ingested after the splits were made? (cassfs split create --replace makes them anew)\n", humanize.Comma(missing))
+	}
+	return nil
+}
+
+func newDatasetDeleteCmd() *cobra.Command {
+	var (
+		db  dbFlags
+		yes bool
+	)
+	c := &cobra.Command{
+		Use:   "delete --dataset NAME",
+		Short: "Delete a dataset and everything in it (blobs, metadata, classes, splits)",
+		Long: `delete removes the dataset's keyspace: every blob, metadata row, class name and split.
+On a terminal it asks for the dataset's name as confirmation; elsewhere --yes is required.
+
+Mounts of the dataset that are still running keep listing it (their index is in memory),
+but every read of a file not already cached fails with EIO, and the mount's log names the
+cause (the dataset's tables are gone); unmount them. A new mount of a deleted dataset
+refuses to start, saying the dataset does not exist. Cache directories (mount --cache-dir)
+keep their files until cassfs cache clear.`,
+		Args: noArgs("dataset delete"),
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			dropper, ok := st.(interface{ Drop(context.Context) error })
+			if !ok {
+				return errors.New("this store cannot delete datasets")
+			}
+			if !yes {
+				in, isTerm := c.InOrStdin().(*os.File)
+				if !isTerm || !term.IsTerminal(int(in.Fd())) {
+					return usageError{fmt.Errorf("delete dataset %s: pass --yes to confirm (no terminal to ask on)", st.Dataset())}
+				}
+				fmt.Fprintf(c.ErrOrStderr(), "This deletes dataset %s and everything in it. Type its name to confirm: ", st.Dataset())
+				line, _ := bufio.NewReader(in).ReadString('\n')
+				if strings.TrimSpace(line) != st.Dataset() {
+					return errors.New("not confirmed: nothing deleted")
+				}
+			}
+			if err := dropper.Drop(c.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted\n", st.Dataset())
+			return nil
+		}),
+	}
+	db.register(c)
+	c.Flags().BoolVar(&yes, "yes", false, "delete without asking")
+	return c
+}

@@ -1,0 +1,56 @@
+package cassandra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// datasetTables are the tables every dataset has (see the package doc): a keyspace holding
+// them is a dataset.
+var datasetTables = []string{"blobs", "labels", "samples"}
+
+// Datasets lists the datasets of the cluster cfg reaches (cfg.Dataset is not used): the
+// keyspaces holding cassfs's tables, by name.
+func Datasets(ctx context.Context, cfg Config) ([]string, error) {
+	cfg.defaults()
+	if len(cfg.Hosts) == 0 {
+		return nil, errors.New("no Cassandra hosts given")
+	}
+	s, _, err := newSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	iter := s.Query(`SELECT keyspace_name, table_name FROM system_schema.tables`).WithContext(ctx).Idempotent(true).Iter()
+	tables := map[string][]string{}
+	var ks, table string
+	for iter.Scan(&ks, &table) {
+		if slices.Contains(datasetTables, table) {
+			tables[ks] = append(tables[ks], table)
+		}
+	}
+	if err := iter.Close(); err != nil {
+		return nil, fmt.Errorf("list the datasets: %w", kinded(err))
+	}
+	var out []string
+	for ks, ts := range tables {
+		if len(ts) == len(datasetTables) && ValidDatasetName(ks) == nil {
+			out = append(out, ks)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Drop deletes the dataset: its keyspace, with every blob, sample, label and split. Mounts
+// of it that still run fail their reads from then on (the tables are gone).
+func (c *Store) Drop(ctx context.Context) error {
+	if err := c.ddl(ctx, `DROP KEYSPACE IF EXISTS `+c.cfg.Dataset); err != nil {
+		return fmt.Errorf("delete dataset %q: %w", c.cfg.Dataset, kinded(err))
+	}
+	return nil
+}
