@@ -269,20 +269,27 @@ func (d *DiskTier) read(i uint32) ([]byte, bool) {
 	}
 	data, err := os.ReadFile(d.path(i))
 	if err == nil {
-		err = d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: data})
-		if err != nil {
-			d.corrupt.Add(1)
-			d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
-			if d.OnCorrupt != nil {
-				d.OnCorrupt(err)
-			}
-		}
+		err = d.verify(i, data)
 	}
 	if err != nil {
 		d.drop(i)
 		return nil, false
 	}
 	return data, true
+}
+
+// verify checks an entry's content against the index; a mismatch is counted, logged and
+// reported (OnCorrupt) before the caller drops the entry.
+func (d *DiskTier) verify(i uint32, data []byte) error {
+	err := d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: data})
+	if err != nil {
+		d.corrupt.Add(1)
+		d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
+		if d.OnCorrupt != nil {
+			d.OnCorrupt(err)
+		}
+	}
+	return err
 }
 
 // Backing opens sample i's entry for a reader to read directly (FUSE passthrough), after
@@ -311,14 +318,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 		var m int
 		m, err = io.ReadFull(f, buf[:n+1])
 		if errors.Is(err, io.ErrUnexpectedEOF) && int64(m) == n {
-			err = d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: buf[:n]})
-			if err != nil {
-				d.corrupt.Add(1)
-				d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
-				if d.OnCorrupt != nil {
-					d.OnCorrupt(err)
-				}
-			}
+			err = d.verify(i, buf[:n])
 		} else if err == nil {
 			err = fmt.Errorf("cache file %s is longer than the sample", d.path(i))
 		}

@@ -27,12 +27,7 @@ epochs and later mounts.
   cassfs cache warm    fill it with a dataset or a split ahead of a job
   cassfs cache show    what it holds, per dataset, and the hit rates of the mounts that used it
   cassfs cache clear   remove a dataset's files from it`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown cache command %q: use warm, show or clear", args[0])}
-			}
-			return nil
-		},
+		Args: subcommandsOnly("cache", "warm, show or clear"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
 	c.AddCommand(newCacheWarmCmd(), newCacheShowCmd(), newCacheClearCmd())

@@ -29,12 +29,7 @@ func newDatasetCmd() *cobra.Command {
   cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits
   cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
   cassfs dataset delete   remove a dataset and everything in it`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown dataset command %q: use list, show or delete", args[0])}
-			}
-			return nil
-		},
+		Args: subcommandsOnly("dataset", "list, show or delete"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
 	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetDeleteCmd())

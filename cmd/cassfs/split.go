@@ -33,12 +33,7 @@ beside "all".
   cassfs split delete   remove splits
   cassfs split export   write splits to a JSON file
   cassfs split import   store splits from such a file`,
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown split command %q: use create, list, show, delete, export or import", args[0])}
-			}
-			return nil
-		},
+		Args: subcommandsOnly("split", "create, list, show, delete, export or import"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
 	c.AddCommand(newSplitCreateCmd(), newSplitListCmd(), newSplitShowCmd(), newSplitDeleteCmd(), newSplitExportCmd(), newSplitImportCmd())
@@ -147,6 +142,17 @@ func exactlyOne(cmd, what string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) != 1 {
 			return usageError{fmt.Errorf("%s takes one %s, got %d arguments", cmd, what, len(args))}
+		}
+		return nil
+	}
+}
+
+// subcommandsOnly is the Args of a command group such as "split": a word that is not one of
+// its subcommands (listed in use) is a usage error saying which there are.
+func subcommandsOnly(group, use string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError{fmt.Errorf("unknown %s command %q: use %s", group, args[0], use)}
 		}
 		return nil
 	}
