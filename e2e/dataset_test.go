@@ -25,11 +25,11 @@ func TestDatasetCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cassfs(t, "dataset", "list"); r.code != 0 || !regexp.MustCompile(`(?m)^`+name+`\s+12\s+.*\s2\s+-$`).MatchString(r.stdout) {
+	if r := cassfs(t, "dataset", "list"); r.code != 0 || !regexp.MustCompile(`(?m)^`+name+`\s+12\s+.*\s2\s+-\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+$`).MatchString(r.stdout) {
 		t.Errorf("dataset list: %s", r)
 	}
 	r := cassfs(t, "dataset", "show", "-d", name)
-	if r.code != 0 || !strings.Contains(r.stdout, "12 samples") || !regexp.MustCompile(`patient_id\s+12 of 12`).MatchString(r.stdout) {
+	if r.code != 0 || !regexp.MustCompile(`12 samples, .*, created \d{4}-`).MatchString(r.stdout) || !regexp.MustCompile(`patient_id\s+12 of 12`).MatchString(r.stdout) {
 		t.Errorf("dataset show: %s", r)
 	}
 	counts := map[string]int{}

@@ -2,7 +2,8 @@
 # python-env.sh — the real readers for e2e tests, benchmarks and the demo, in one Python:
 # Debian's python3 with python3-torchvision (CPU-only and small; PyPI's torch pulls
 # gigabytes of CUDA libraries) and a virtualenv on top of it (--system-site-packages) holding
-# NVIDIA DALI from PyPI (nvidia-dali-cuda120; CPU-only pipelines need no GPU).
+# NVIDIA DALI from PyPI (nvidia-dali-cuda120; CPU-only pipelines need no GPU). Also getfattr
+# (Debian's attr), which the tests use to look at files as a user would.
 #
 # Prints the path of the Python to use. Idempotent: a second run only checks.
 #   CASSFS_PYENV   the virtualenv (default .cache/pyenv in the repository)
@@ -12,13 +13,14 @@ VENV=${CASSFS_PYENV:-$HERE/../.cache/pyenv}
 DALI=${DALI_PACKAGE:-nvidia-dali-cuda120}
 log() { printf 'python-env.sh: %s\n' "$*" >&2; }
 
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torchvision, nvidia.dali, PIL' 2>/dev/null; then
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torchvision, nvidia.dali, PIL' 2>/dev/null && command -v getfattr >/dev/null; then
   echo "$VENV/bin/python"; exit 0
 fi
 need=()
 /usr/bin/python3 -c 'import torchvision' 2>/dev/null || need+=(python3-torchvision)
 /usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 /usr/bin/python3 -c 'import PIL' 2>/dev/null || need+=(python3-pil)
+command -v getfattr >/dev/null || need+=(attr)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then log "need Debian packages ${need[*]}: apt-get install them"; exit 1; fi
   log "installing ${need[*]} (Debian)"

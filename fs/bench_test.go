@@ -22,6 +22,11 @@ import (
 // bigIndex builds an index of n samples in the given number of classes, with names like
 // ImageNet's ("n01440764_10026.JPEG", 20 bytes).
 func bigIndex(b *testing.B, n, classes int) *splits.Index {
+	return bigIndexMeta(b, n, classes, nil)
+}
+
+// bigIndexMeta is bigIndex with metadata: sample i's columns meta(i).
+func bigIndexMeta(b *testing.B, n, classes int, meta func(i int) map[string]string) *splits.Index {
 	b.Helper()
 	var labels []string
 	for c := range classes {
@@ -31,7 +36,11 @@ func bigIndex(b *testing.B, n, classes int) *splits.Index {
 	for i := range n {
 		c := i % classes
 		name := fmt.Sprintf("%s/%s_%05d.JPEG", labels[c], labels[c], i)
-		if err := ib.Add(store.Sample{ID: store.SampleID("big", name), Label: c, Name: name, Size: 110_000}); err != nil {
+		s := store.Sample{ID: store.SampleID("big", name), Label: c, Name: name, Size: 110_000}
+		if meta != nil {
+			s.Meta = meta(i)
+		}
+		if err := ib.Add(s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -65,6 +74,53 @@ func BenchmarkIndexMemory(b *testing.B) {
 		b.ReportMetric(float64(afterIndex-before)/(1<<20), "index-MiB")
 		runtime.KeepAlive(ix)
 		runtime.KeepAlive(e)
+	}
+}
+
+// BenchmarkIndexMemoryMetadata is BenchmarkIndexMemory with the metadata of a
+// histopathology dataset on every sample: patient (2,000), slide (6,000), tile coordinates
+// x and y (200 values each) and magnification (one value); and then with a column unique
+// to every sample as well (a tile id), the worst case of dictionary encoding. It also
+// times the first stat of a split's samples.csv (one pass over the split).
+func BenchmarkIndexMemoryMetadata(b *testing.B) {
+	const n = 1_281_167
+	histo := func(i int) map[string]string {
+		slide := i % 6000
+		return map[string]string{
+			"patient_id":    fmt.Sprintf("TCGA-%02d-%04d", slide/3%2000%100, slide/3),
+			"slide_id":      fmt.Sprintf("TCGA-%02d-%04d-01Z-00-DX%d", slide/3%2000%100, slide/3, slide%3+1),
+			"x":             strconv.Itoa(i * 7919 % 200 * 512),
+			"y":             strconv.Itoa(i * 104729 % 200 * 512),
+			"magnification": "20",
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		meta func(i int) map[string]string
+	}{
+		{"5-columns", histo},
+		{"5-columns+unique", func(i int) map[string]string {
+			m := histo(i)
+			m["tile_id"] = fmt.Sprintf("tile-%08d", i)
+			return m
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for range b.N {
+				before := heapInUse()
+				ix := bigIndexMeta(b, n, 1000, tc.meta)
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/n, "index-B/sample")
+				b.ReportMetric(float64(ix.MetaBytes())/n, "metadata-B/sample")
+				set := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}})
+				tab, _ := set.Table("all")
+				start := time.Now()
+				size := tab.Size()
+				b.ReportMetric(time.Since(start).Seconds(), "samples.csv-stat-s")
+				b.ReportMetric(float64(size)/(1<<20), "samples.csv-MiB")
+				runtime.KeepAlive(ix)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@
 //	                           the epoch, so names sort bytewise in epoch order
 //	      file_list.txt        DALI file_list: "<class>/<pos>_<name> <label>" per line, in
 //	                           epoch order
+//	    samples.csv            every sample of the split with its metadata (view.Table)
 //	  by-uuid/<uuid>.<ext>     every sample by id
 //
 // The shape follows what DALI's fn.readers.file and torchvision's ImageFolder do with a

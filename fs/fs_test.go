@@ -42,9 +42,18 @@ type fixture struct {
 
 func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *fixture {
 	t.Helper()
+	return newFixtureMeta(t, n, classes, opts, nil, nil)
+}
+
+// newFixtureMeta is newFixture with metadata columns cols, sample i's values meta(i).
+func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options, cols []string, meta func(i int) map[string]string) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
 	storetest.Check(t, st.SetLabels(ctx, classes))
+	if cols != nil {
+		storetest.Check(t, st.AddColumns(ctx, cols))
+	}
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
 		c := (i * 7 / 3) % len(classes)
@@ -54,7 +63,11 @@ func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *f
 		}
 		name := fmt.Sprintf("%s/img %04d%s", classes[c], i, ext) // a space, as real datasets have
 		data := bytes.Repeat([]byte(name), 50+i%40)
-		if err := st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: c, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data); err != nil {
+		s := store.Sample{ID: store.SampleID("test", name), Label: c, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}
+		if meta != nil {
+			s.Meta = meta(i)
+		}
+		if err := st.Put(ctx, s, data); err != nil {
 			t.Fatal(err)
 		}
 		f.blobs[name] = data
@@ -155,8 +168,8 @@ func TestTreeShape(t *testing.T) {
 		t.Errorf("root lists %q", names)
 	}
 	names, _ := readNames(t, filepath.Join(mnt, "all"))
-	if len(names) != 10 || names[0] != "epoch-0" || names[9] != "epoch-9" {
-		t.Errorf("split lists %q, want epoch-0..epoch-9", names)
+	if len(names) != 11 || names[0] != "epoch-0" || names[9] != "epoch-9" || names[10] != "samples.csv" {
+		t.Errorf("split lists %q, want epoch-0..epoch-9 and samples.csv", names)
 	}
 	// Any epoch resolves, listed or not; malformed ones do not.
 	for _, name := range []string{"epoch-0", "epoch-123456"} {

@@ -121,7 +121,7 @@ func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	return 0
 }
 
-// splitDir lists a window of epochs and resolves any.
+// splitDir lists a window of epochs and the split's samples.csv, and resolves any epoch.
 type splitDir struct {
 	dirNode
 	split *splits.Split
@@ -134,6 +134,12 @@ var (
 )
 
 func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if name == view.SamplesName {
+		t, _ := d.fs.views.Table(d.split.Name)
+		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
+			return &genFile{fs: d.fs, size: t.Size, read: t.Read}
+		}), 0
+	}
 	key, ok := d.fs.views.EpochKey(d.split.Name, name)
 	if !ok {
 		return nil, syscall.ENOENT
@@ -144,7 +150,12 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry { return dirEntry(view.EpochName(uint64(k))) })
+	return openListing(d.fs.cfg.EpochsListed+1, func(k int) fuse.DirEntry {
+		if k == d.fs.cfg.EpochsListed {
+			return fuse.DirEntry{Name: view.SamplesName, Mode: syscall.S_IFREG}
+		}
+		return dirEntry(view.EpochName(uint64(k)))
+	})
 }
 
 // epochDir holds one directory per class and file_list.txt, of one epoch view.
@@ -161,15 +172,12 @@ var (
 
 func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if name == view.FileListName {
-		fl := &fileList{fs: d.fs, key: d.key}
-		fl.attr(&out.Attr)
-		if ch := d.GetChild(name); ch != nil {
-			out.Ino = ch.StableAttr().Ino
-			return ch, 0
-		}
-		ch := d.NewInode(ctx, fl, gofs.StableAttr{Mode: syscall.S_IFREG})
-		out.Ino = ch.StableAttr().Ino
-		return ch, 0
+		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
+			views, key := d.fs.views, d.key
+			return &genFile{fs: d.fs,
+				size: func() int64 { return views.Epoch(key).FileListSize() },
+				read: func(off int64, n int) []byte { return views.Epoch(key).ReadFileList(off, n) }}
+		}), 0
 	}
 	label, ok := d.fs.views.Class(name)
 	if !ok {
@@ -257,11 +265,43 @@ type sampleFile struct {
 }
 
 var (
-	_ gofs.NodeGetattrer = (*sampleFile)(nil)
-	_ gofs.NodeOpener    = (*sampleFile)(nil)
-	_ gofs.NodeFlusher   = (*sampleFile)(nil)
-	_ gofs.NodeReader    = (*sampleFile)(nil)
+	_ gofs.NodeGetattrer   = (*sampleFile)(nil)
+	_ gofs.NodeOpener      = (*sampleFile)(nil)
+	_ gofs.NodeFlusher     = (*sampleFile)(nil)
+	_ gofs.NodeReader      = (*sampleFile)(nil)
+	_ gofs.NodeGetxattrer  = (*sampleFile)(nil)
+	_ gofs.NodeListxattrer = (*sampleFile)(nil)
 )
+
+// Getxattr answers the sample's extended attributes (view.Set.Attr) from memory; an
+// unknown name is ENODATA. Setting or removing one never gets here: the mount is
+// read-only, so the kernel answers EROFS itself.
+func (s *sampleFile) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	v, ok := s.fs.views.Attr(s.i, attr)
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	return xattrCopy(dest, v)
+}
+
+// Listxattr lists the sample's extended attribute names, each ending in a NUL byte.
+func (s *sampleFile) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	var list []byte
+	for _, n := range s.fs.views.AttrNames(s.i) {
+		list = append(append(list, n...), 0)
+	}
+	return xattrCopy(dest, list)
+}
+
+// xattrCopy answers a GETXATTR or LISTXATTR: the value if dest holds it, else ERANGE with
+// the size needed (a request with an empty dest asks for the size only; go-fuse turns that
+// ERANGE into the size answer).
+func xattrCopy(dest, v []byte) (uint32, syscall.Errno) {
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
 
 func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	s.fs.sampleAttr(s.i, &out.Attr)
@@ -379,44 +419,60 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	return fuse.ReadResultData(data[off:end]), 0
 }
 
-// fileList is an epoch view's DALI file_list, generated on demand by the view.
-type fileList struct {
+// genFile is a file generated on demand by the view: an epoch view's DALI file_list or a
+// split's samples.csv.
+type genFile struct {
 	gofs.Inode
-	fs  *FS
-	key view.Key
+	fs   *FS
+	size func() int64
+	read func(off int64, n int) []byte
 }
 
 var (
-	_ gofs.NodeGetattrer = (*fileList)(nil)
-	_ gofs.NodeOpener    = (*fileList)(nil)
-	_ gofs.NodeReader    = (*fileList)(nil)
+	_ gofs.NodeGetattrer = (*genFile)(nil)
+	_ gofs.NodeOpener    = (*genFile)(nil)
+	_ gofs.NodeReader    = (*genFile)(nil)
 )
 
-func (fl *fileList) attr(a *fuse.Attr) {
-	size := uint64(fl.fs.views.Epoch(fl.key).FileListSize())
+// lookupGen returns parent's generated file called name, made with mk on first lookup.
+func (f *FS) lookupGen(ctx context.Context, parent *gofs.Inode, name string, out *fuse.EntryOut, mk func() *genFile) *gofs.Inode {
+	if ch := parent.GetChild(name); ch != nil {
+		ch.Operations().(*genFile).attr(&out.Attr)
+		out.Ino = ch.StableAttr().Ino
+		return ch
+	}
+	g := mk()
+	g.attr(&out.Attr)
+	ch := parent.NewInode(ctx, g, gofs.StableAttr{Mode: syscall.S_IFREG})
+	out.Ino = ch.StableAttr().Ino
+	return ch
+}
+
+func (g *genFile) attr(a *fuse.Attr) {
+	size := uint64(g.size())
 	a.Mode = syscall.S_IFREG | 0o444
 	a.Size = size
 	a.Blocks = (size + 511) / 512
 	a.Blksize = 1 << 17
 	a.Nlink = 1
-	fl.fs.times(a)
+	g.fs.times(a)
 }
 
-func (fl *fileList) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	fl.attr(&out.Attr)
-	out.Ino = fl.StableAttr().Ino
+func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	g.attr(&out.Attr)
+	out.Ino = g.StableAttr().Ino
 	return 0
 }
 
 // Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
 // one ENOSYS stops the kernel sending OPEN for the whole mount.
-func (fl *fileList) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if fl.fs.cfg.Backing != nil {
+func (g *genFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if g.fs.cfg.Backing != nil {
 		return nil, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return nil, 0, syscall.ENOSYS
 }
 
-func (fl *fileList) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	return fuse.ReadResultData(fl.fs.views.Epoch(fl.key).ReadFileList(off, len(dest))), 0
+func (g *genFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultData(g.read(off, len(dest))), 0
 }

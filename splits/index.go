@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -35,6 +36,7 @@ type Index struct {
 	hasCRC   []uint64 // bitset: sample i has a CRC32C (crc[i]); else it is verified by checksum
 	nameOff  []uint32 // sample i's name is names[nameOff[i]:nameOff[i+1]]
 	names    []byte
+	meta     []metaColumn // the user's metadata columns, sorted by name (see meta.go)
 }
 
 // MaxNameLen is the longest file name a sample may have: the mount shows it behind its
@@ -48,6 +50,7 @@ type IndexBuilder struct {
 	// labelsLater: the class names come after the samples (LoadIndex reads both at once);
 	// Build checks the labels then.
 	labelsLater bool
+	meta        map[string]*metaBuilder
 }
 
 type indexEntry struct {
@@ -79,6 +82,23 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 	}
 	if len(name) > MaxNameLen {
 		return fmt.Errorf("sample %s has a name of %d bytes (%.40q...); with its position in front it would pass the 255 a file name may have: rename it to %d bytes or fewer and ingest it again", s.ID, len(name), name, MaxNameLen)
+	}
+	k := len(b.samples)
+	for col, v := range s.Meta {
+		if v == "" {
+			continue
+		}
+		m := b.meta[col]
+		if m == nil {
+			if b.meta == nil {
+				b.meta = map[string]*metaBuilder{}
+			}
+			m = &metaBuilder{metaColumn: metaColumn{name: col}, ids: map[string]uint32{}}
+			b.meta[col] = m
+		}
+		if !m.add(k, v) {
+			return fmt.Errorf("metadata column %q: its distinct values exceed 4 GiB", col)
+		}
 	}
 	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, s.CRC32C, s.HasCRC32C, name})
 	return nil
@@ -143,6 +163,12 @@ func (b *IndexBuilder) Build() (*Index, error) {
 	}
 	ix.nameOff[n] = uint32(len(ix.names))
 	b.samples = nil
+	cols := slices.Sorted(maps.Keys(b.meta))
+	ix.meta = make([]metaColumn, len(cols))
+	for c, name := range cols {
+		ix.meta[c] = b.meta[name].done(func(j int) int { return int(keys[j].k) }, n)
+		delete(b.meta, name)
+	}
 	return ix, nil
 }
 

@@ -75,6 +75,9 @@ type Blob struct {
 type Store interface {
 	// Dataset names the dataset (the keyspace) this store reads and writes.
 	Dataset() string
+	// Created is when the dataset was made, or the zero time if that is not known (made
+	// before cassfs recorded it).
+	Created(ctx context.Context) (time.Time, error)
 
 	// AddColumns makes sure the metadata rows have a text column for each name (see
 	// ValidColumnName); existing columns are kept.

@@ -149,6 +149,7 @@ type Set struct {
 	mu      sync.Mutex
 	views   *simplelru.LRU[Key, *slot] // guarded by mu
 	streams map[streamKey]*Stream      // guarded by mu
+	tables  map[string]*Table          // guarded by mu: samples.csv by split, made on first use
 }
 
 // slot holds one view, computed once by whoever asks first.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,7 +27,7 @@ func newDatasetCmd() *cobra.Command {
 		Short: "List, show and delete the datasets of a cluster",
 		Long: `A dataset is a keyspace made by cassfs ingest: blobs, metadata, class names and splits.
 
-  cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits
+  cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits, created
   cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
   cassfs dataset delete   remove a dataset and everything in it`,
 		Args: subcommandsOnly("dataset", "list, show or delete"),
@@ -40,7 +41,7 @@ func newDatasetListCmd() *cobra.Command {
 	var db dbFlags
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List the datasets of the cluster: samples, bytes, classes and splits of each",
+		Short: "List the datasets of the cluster: samples, bytes, classes, splits and creation time of each",
 		Long: `list finds every dataset of the cluster (the keyspaces holding cassfs's tables) and reads
 each one's metadata (one parallel scan of its samples table, never the blobs).`,
 		Args: noArgs("dataset list"),
@@ -59,7 +60,7 @@ each one's metadata (one parallel scan of its samples table, never the blobs).`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS")
+			fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS\tCREATED")
 			for _, n := range names {
 				db.dataset = n
 				row, err := datasetRow(c.Context(), &db)
@@ -83,10 +84,14 @@ func datasetRow(ctx context.Context, db *dbFlags) (string, error) {
 		return "", err
 	}
 	defer st.Close()
+	created, err := st.Created(ctx)
+	if err != nil {
+		return "", err
+	}
 	ix, err := splits.LoadIndex(ctx, st)
 	if err != nil {
 		// A dataset made but never filled is listed, empty.
-		return fmt.Sprintf("%s\t0\t0 B\t0\t-", st.Dataset()), nil
+		return fmt.Sprintf("%s\t0\t0 B\t0\t-\t%s", st.Dataset(), createdText(created)), nil
 	}
 	infos, err := st.Splits(ctx)
 	if err != nil {
@@ -100,7 +105,16 @@ func datasetRow(ctx context.Context, db *dbFlags) (string, error) {
 	if sp == "" {
 		sp = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(indexBytes(ix))), len(ix.Labels()), sp), nil
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(indexBytes(ix))), len(ix.Labels()), sp, createdText(created)), nil
+}
+
+// createdText shows when a dataset was made; "-" if that was not recorded (made by an
+// older cassfs).
+func createdText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
 }
 
 func indexBytes(ix *splits.Index) int64 {
@@ -153,7 +167,11 @@ func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "dataset %s: %s samples, %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(bytes)))
+	created, err := st.Created(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(bytes)), createdText(created))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
 	for l, n := range labels {

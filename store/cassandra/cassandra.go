@@ -160,9 +160,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
 	var ksErr, colErr, nodeErr error
+	var made bool
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); ksErr = ensureKeyspace(ctx, s, cfg) }()
+	go func() { defer wg.Done(); made, ksErr = ensureKeyspace(ctx, s, cfg) }()
 	go func() { defer wg.Done(); c.nodes, nodeErr = c.countNodes(ctx) }()
 	if !cfg.Create {
 		_, colErr = c.Columns(ctx)
@@ -179,6 +180,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if err := c.createTables(ctx); err != nil {
 			s.Close()
 			return nil, err
+		}
+		if made {
+			if err := c.setCreated(ctx, time.Now()); err != nil {
+				s.Close()
+				return nil, err
+			}
 		}
 		if _, err := c.Columns(ctx); err != nil {
 			s.Close()

@@ -185,19 +185,19 @@ func connectError(cfg Config, err error) error {
 	return fmt.Errorf("connect to Cassandra at %s: %w (is it running and reachable? see --hosts)", at, err)
 }
 
-func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg Config) error {
+func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg Config) (made bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	var name string
-	err := s.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, cfg.Dataset).
+	err = s.Query(`SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = ?`, cfg.Dataset).
 		WithContext(ctx).Scan(&name)
 	switch {
 	case err == nil:
-		return nil
+		return false, nil
 	case !errors.Is(err, gocql.ErrNotFound):
-		return fmt.Errorf("look up dataset %q: %w", cfg.Dataset, err)
+		return false, fmt.Errorf("look up dataset %q: %w", cfg.Dataset, err)
 	case !cfg.Create:
-		return fmt.Errorf("dataset %q: %w (ingest creates it)", cfg.Dataset, store.ErrNotFound)
+		return false, fmt.Errorf("dataset %q: %w (ingest creates it)", cfg.Dataset, store.ErrNotFound)
 	}
 	// Dataset names are validated identifiers, so formatting them into CQL is safe.
 	q := fmt.Sprintf(`CREATE KEYSPACE IF NOT EXISTS %s WITH replication = {'class': 'SimpleStrategy', 'replication_factor': %d}`,
@@ -205,7 +205,7 @@ func ensureKeyspace(ctx context.Context, s *gocql.Session, cfg Config) error {
 	ctx, cancel = context.WithTimeout(context.Background(), 2*cfg.Timeout)
 	defer cancel()
 	if err := s.Query(q).WithContext(ctx).Exec(); err != nil {
-		return fmt.Errorf("create dataset %q: %w", cfg.Dataset, err)
+		return false, fmt.Errorf("create dataset %q: %w", cfg.Dataset, err)
 	}
-	return nil
+	return true, nil
 }

@@ -2,8 +2,10 @@ package cassandra
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
@@ -15,6 +17,8 @@ func (c *Store) createTables(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS DS.blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
 		`CREATE TABLE IF NOT EXISTS DS.samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int)`,
 		`CREATE TABLE IF NOT EXISTS DS.labels (label int PRIMARY KEY, name text)`,
+		// Facts about the dataset as a whole: "created" (RFC 3339).
+		`CREATE TABLE IF NOT EXISTS DS.info (key text PRIMARY KEY, value text)`,
 	}
 	for _, q := range append(qs, splitTables...) {
 		if err := c.ddl(ctx, c.cql(q)); err != nil {
@@ -170,4 +174,44 @@ func (c *Store) exec(ctx context.Context, cons gocql.Consistency, q string, args
 	return again(rctx, func() error {
 		return c.session.Query(q, args...).WithContext(rctx).Consistency(cons).Idempotent(true).Exec()
 	})
+}
+
+// setCreated records when the dataset was made (by the Open that made its keyspace).
+func (c *Store) setCreated(ctx context.Context, t time.Time) error {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = c.session.Query(c.cql(`INSERT INTO DS.info (key, value) VALUES ('created', ?)`), t.UTC().Format(time.RFC3339Nano)).WithContext(rctx).Exec()
+	if err != nil {
+		return fmt.Errorf("record when dataset %q was made: %w", c.cfg.Dataset, kinded(err))
+	}
+	return nil
+}
+
+// Created implements store.Store. Datasets made before it was recorded have no info table
+// or no row: the zero time.
+func (c *Store) Created(ctx context.Context) (time.Time, error) {
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer release()
+	var v string
+	err = c.session.Query(c.cql(`SELECT value FROM DS.info WHERE key = 'created'`)).WithContext(rctx).Idempotent(true).Scan(&v)
+	var re gocql.RequestError
+	switch {
+	// No row, or no table: the server refuses a query of a table it does not have as
+	// invalid ("table info does not exist", "unconfigured table info").
+	case errors.Is(err, gocql.ErrNotFound), errors.As(err, &re) && re.Code() == gocql.ErrCodeInvalid:
+		return time.Time{}, nil
+	case err != nil:
+		return time.Time{}, fmt.Errorf("read when dataset %q was made: %w", c.cfg.Dataset, kinded(err))
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("dataset %q: its creation time %q is unreadable: %w", c.cfg.Dataset, v, store.ErrCorrupt)
+	}
+	return t, nil
 }

@@ -35,6 +35,7 @@ type Options struct {
 type Store struct {
 	dataset string
 	opts    Options
+	created time.Time
 
 	mu      sync.Mutex
 	blobs   map[uuid.UUID]store.Blob   // guarded by mu
@@ -57,6 +58,7 @@ func New(dataset string, opts Options) *Store {
 	return &Store{
 		dataset: dataset,
 		opts:    opts,
+		created: time.Now().UTC().Truncate(time.Millisecond),
 		blobs:   map[uuid.UUID]store.Blob{},
 		samples: map[uuid.UUID]store.Sample{},
 		columns: map[string]bool{},
@@ -66,6 +68,9 @@ func New(dataset string, opts Options) *Store {
 
 // Dataset implements store.Store.
 func (m *Store) Dataset() string { return m.dataset }
+
+// Created implements store.Store.
+func (m *Store) Created(ctx context.Context) (time.Time, error) { return m.created, ctx.Err() }
 
 // AddColumns implements store.Store.
 func (m *Store) AddColumns(ctx context.Context, names []string) error {

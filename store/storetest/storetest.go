@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
@@ -39,6 +40,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"CancelledContext", testCancelled},
 		{"Splits", testSplits},
 		{"SplitsAllOrNothing", testSplitsAllOrNothing},
+		{"Created", testCreated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -427,5 +429,14 @@ func Check(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testCreated: a dataset made for the test knows it was made just now.
+func testCreated(t *testing.T, s store.Store) {
+	created, err := s.Created(context.Background())
+	Check(t, err)
+	if age := time.Since(created); age < -time.Second || age > 5*time.Minute {
+		t.Errorf("Created() = %v, %v ago: want the moment the dataset was made", created, age)
 	}
 }
