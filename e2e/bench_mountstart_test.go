@@ -31,7 +31,7 @@ func BenchmarkMountStart(b *testing.B) {
 		data := []byte(name)
 		return st.Put(ctx, store.Sample{ID: store.SampleID(ds, name), Label: k % 2, Name: name, Size: int64(len(data)),
 			Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true,
-			Meta: map[string]string{"patient_id": fmt.Sprint(k / 100)}}, data)
+			Meta: map[string]string{"patient_id": fmt.Sprint(k / 100)}}, data, nil)
 	})
 	for range b.N {
 		for _, rtt := range []time.Duration{0, 20 * time.Millisecond, 150 * time.Millisecond} {

@@ -67,7 +67,7 @@ func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options
 		if meta != nil {
 			s.Meta = meta(i)
 		}
-		if err := st.Put(ctx, s, data); err != nil {
+		if err := st.Put(ctx, s, data, nil); err != nil {
 			t.Fatal(err)
 		}
 		f.blobs[name] = data
@@ -455,7 +455,7 @@ func TestConcurrentReadsFetchOnce(t *testing.T) {
 	for i := range files {
 		name := fmt.Sprintf("big/%d.raw", i)
 		data := bytes.Repeat([]byte{byte(i)}, size)
-		storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data))
+		storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data, nil))
 	}
 	ix, err := splits.LoadIndex(ctx, st)
 	storetest.Check(t, err)
@@ -552,7 +552,7 @@ func TestCorruptBlobIsEIO(t *testing.T) {
 	i, _ := f.ix.Find(store.SampleID("test", name))
 	data := slices.Clone(f.blobs[name])
 	data[10] ^= 0xff
-	f.st.Put(context.Background(), store.Sample{ID: f.ix.ID(i), Label: f.ix.Label(i), Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data)
+	f.st.Put(context.Background(), store.Sample{ID: f.ix.ID(i), Label: f.ix.Label(i), Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data, nil)
 	var logs syncBuffer
 	mnt := f.mount(t, mountOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p := filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".png")

@@ -37,7 +37,7 @@ func FuzzApplyCSV(f *testing.F) {
 		tmp.WriteString(content)
 		tmp.Close()
 		files := []file{{rel: "cat/a.jpg"}, {rel: "dog/b b.png"}, {rel: "dog/c.jpg"}}
-		cols, err := applyCSV(tmp.Name(), "path", filepath.Dir(tmp.Name()), files, []Skip{{Path: "dog/bad.jpg"}})
+		cols, err := applyCSV(tmp.Name(), "path", filepath.Dir(tmp.Name()), false, files, []Skip{{Path: "dog/bad.jpg"}})
 		if err != nil {
 			if !strings.Contains(err.Error(), "metadata CSV") {
 				t.Fatalf("error does not say it is about the metadata CSV: %v", err)

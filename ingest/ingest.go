@@ -55,8 +55,14 @@ const DefaultMaxSize = 15 << 20
 
 // Options configure an ingest.
 type Options struct {
-	// Root is the dataset tree, root/<class>/<file>.
+	// Root is the dataset tree, root/<class>/<file> (root/<file> if Unlabeled).
 	Root string
+	// Unlabeled takes the files directly in Root as one class, UnlabeledClass: a dataset
+	// without labels (pure segmentation, with Targets), mounted the same way.
+	Unlabeled bool
+	// Targets, if set, is a tree of target files beside Root, one per image at the same
+	// relative path with any extension (see targets.go).
+	Targets string
 	// CSV is an optional metadata file: a header row, one row per file, keyed by the
 	// relative path "<class>/<file>" in the column named KeyColumn.
 	CSV string
@@ -101,7 +107,14 @@ type file struct {
 	label int
 	size  int64
 	meta  map[string]string
+	// The target file, with Options.Targets.
+	target     string // its path
+	targetExt  string
+	targetSize int64
 }
+
+// UnlabeledClass is the one class of an unlabeled dataset (Options.Unlabeled).
+const UnlabeledClass = "unlabeled"
 
 // Plan is a validated ingest: the tree walked and the CSV parsed, nothing written yet.
 type Plan struct {
@@ -127,14 +140,29 @@ func Prepare(opts Options) (*Plan, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 16
 	}
-	classes, files, skipped, err := walk(opts.Root, opts.MaxSize)
+	walker := walk
+	if opts.Unlabeled {
+		walker = walkUnlabeled
+	}
+	classes, files, skipped, err := walker(opts.Root, opts.MaxSize)
 	if err != nil {
 		return nil, err
 	}
 	p := &Plan{opts: opts, classes: classes, files: files, skipped: skipped}
-	if opts.CSV != "" {
-		if p.columns, err = applyCSV(opts.CSV, opts.KeyColumn, opts.Root, files, skipped); err != nil {
+	if opts.Targets != "" && len(files) > 0 {
+		if err := pairTargets(opts.Targets, opts.Unlabeled, opts.MaxSize, files, skipped); err != nil {
 			return nil, err
+		}
+	}
+	if opts.CSV != "" {
+		if p.columns, err = applyCSV(opts.CSV, opts.KeyColumn, opts.Root, opts.Unlabeled, files, skipped); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Unlabeled {
+		// Reported as the user names them: relative to the root, which holds the files.
+		for k := range p.skipped {
+			p.skipped[k].Path = strings.TrimPrefix(p.skipped[k].Path, UnlabeledClass+"/")
 		}
 	}
 	if len(files) == 0 {
@@ -168,10 +196,13 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 	if err := st.Scan(ctx, func(s store.Sample) error { stored[s.ID] = s; return nil }); err != nil {
 		return rep, fmt.Errorf("list stored samples of dataset %q: %w", st.Dataset(), err)
 	}
+	if err := p.checkTargetsAgree(st.Dataset(), stored); err != nil {
+		return rep, err
+	}
 	if opts.OnPlan != nil {
 		var total int64
 		for _, f := range files {
-			total += f.size
+			total += f.size + f.targetSize
 		}
 		opts.OnPlan(len(files), total)
 	}
@@ -217,9 +248,9 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 					same.Add(1)
 				default:
 					written.Add(1)
-					wbytes.Add(f.size)
+					wbytes.Add(f.size + f.targetSize)
 				}
-				progress(f.size)
+				progress(f.size + f.targetSize)
 			}
 		}()
 	}
@@ -273,11 +304,22 @@ func ingestFile(ctx context.Context, st store.Store, f file, maxSize int64, stor
 		HasCRC32C: true,
 		Meta:      f.meta,
 	}
+	var target []byte
+	if f.target != "" {
+		if target, err = os.ReadFile(f.target); err != nil {
+			return resSkipped, fmt.Errorf("target unreadable: %v", unwrapPath(err))
+		}
+		if err := checkSize(int64(len(target)), maxSize); err != nil {
+			return resSkipped, fmt.Errorf("target %v", err)
+		}
+		s.Target = &store.Target{Ext: f.targetExt, Size: int64(len(target)), Checksum: store.Checksum(target), CRC32C: store.CRC32C(target)}
+	}
 	// A sample stored before samples had a CRC32C is written again to gain one.
-	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.HasCRC32C && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) {
+	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.HasCRC32C && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) &&
+		(old.Target == nil) == (s.Target == nil) && (s.Target == nil || *old.Target == *s.Target) {
 		return resUnchanged, nil
 	}
-	if err := st.Put(ctx, s, data); err != nil {
+	if err := st.Put(ctx, s, data, target); err != nil {
 		return resWritten, err
 	}
 	return resWritten, nil
@@ -325,6 +367,41 @@ func checkName(name string) error {
 		return errors.New("name ends in whitespace, which file_list.txt cannot carry")
 	}
 	return nil
+}
+
+// checkTargetsAgree refuses a dataset whose samples would not all have a target or all
+// have none: the mount shows targets in lockstep with the images, for every sample.
+func (p *Plan) checkTargetsAgree(dataset string, stored map[uuid.UUID]store.Sample) error {
+	with := p.opts.Targets != ""
+	inPlan := make(map[uuid.UUID]bool, len(p.files))
+	for _, f := range p.files {
+		inPlan[store.SampleID(dataset, f.rel)] = true
+	}
+	for id, s := range stored {
+		if (s.Target != nil) != with && !inPlan[id] {
+			if with {
+				return fmt.Errorf("dataset %q has samples without targets (%s, ...) that this ingest does not cover: every sample of a dataset has a target or none does; ingest the whole tree with --targets, or into a new dataset", dataset, s.Name)
+			}
+			return fmt.Errorf("dataset %q has targets (%s has one): ingest with --targets, so every sample has one", dataset, s.Name)
+		}
+	}
+	return nil
+}
+
+// walkUnlabeled lists the files directly in root as the one class UnlabeledClass.
+func walkUnlabeled(root string, maxSize int64) (classes []string, files []file, skipped []Skip, err error) {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dataset root: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, nil, nil, fmt.Errorf("dataset root %s is not a directory", root)
+	}
+	files, skipped, err = walkClassDir(root, UnlabeledClass, maxSize)
+	if err != nil || len(files) == 0 {
+		return nil, files, skipped, err
+	}
+	return []string{UnlabeledClass}, files, skipped, nil
 }
 
 // walk lists root's classes and candidate files, with the entries it rejects and why.
@@ -377,7 +454,12 @@ func walk(root string, maxSize int64) (classes []string, files []file, skipped [
 }
 
 func walkClass(root, class string, maxSize int64) ([]file, []Skip, error) {
-	entries, err := os.ReadDir(filepath.Join(root, class))
+	return walkClassDir(filepath.Join(root, class), class, maxSize)
+}
+
+// walkClassDir lists the files of class, in directory dir.
+func walkClassDir(dir, class string, maxSize int64) ([]file, []Skip, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, []Skip{{class + "/", fmt.Sprintf("unreadable class directory: %v", unwrapPath(err))}}, nil
 	}
@@ -385,7 +467,7 @@ func walkClass(root, class string, maxSize int64) ([]file, []Skip, error) {
 	var skipped []Skip
 	for _, e := range entries {
 		rel := class + "/" + e.Name()
-		abs := filepath.Join(root, class, e.Name())
+		abs := filepath.Join(dir, e.Name())
 		st, err := os.Stat(abs)
 		if err != nil {
 			skipped = append(skipped, Skip{rel, fmt.Sprintf("unreadable: %v", unwrapPath(err))})
@@ -418,7 +500,7 @@ func walkClass(root, class string, maxSize int64) ([]file, []Skip, error) {
 
 // applyCSV reads the metadata CSV and attaches each row to its file. Any problem is an
 // error: nothing has been written yet.
-func applyCSV(csvPath, key, root string, files []file, skipped []Skip) ([]string, error) {
+func applyCSV(csvPath, key, root string, unlabeled bool, files []file, skipped []Skip) ([]string, error) {
 	f, err := os.Open(csvPath)
 	if err != nil {
 		return nil, fmt.Errorf("metadata CSV: %w", err)
@@ -484,15 +566,19 @@ func applyCSV(csvPath, key, root string, files []file, skipped []Skip) ([]string
 		}
 		line, _ := r.FieldPos(keyIdx)
 		p := strings.TrimPrefix(filepath.ToSlash(rec[keyIdx]), "./")
+		shown := p
+		if unlabeled {
+			p = UnlabeledClass + "/" + p // an unlabeled dataset's files are named without a class
+		}
 		if prev, dup := rowOf[p]; dup {
-			problems = append(problems, fmt.Sprintf("line %d: path %q duplicates line %d", line, p, prev))
+			problems = append(problems, fmt.Sprintf("line %d: path %q duplicates line %d", line, shown, prev))
 			continue
 		}
 		rowOf[p] = line
 		i, ok := idx[p]
 		if !ok {
 			if !rejected[p] {
-				problems = append(problems, fmt.Sprintf("line %d: %q names no file under %s", line, p, root))
+				problems = append(problems, fmt.Sprintf("line %d: %q names no file under %s", line, shown, root))
 			}
 			continue
 		}

@@ -204,7 +204,7 @@ func TestIngestAddsCRC32C(t *testing.T) {
 	storetest.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
 	// "a/1.jpg" as an older cassfs stored it: no CRC32C.
 	old := []byte("one")
-	storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old))
+	storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old, nil))
 	rep, err := run(t, st, Options{Root: root})
 	if err != nil || rep.Written != 3 || rep.Unchanged != 0 {
 		t.Fatalf("ingest over a sample without CRC32C: %+v, %v; want all 3 written", rep, err)

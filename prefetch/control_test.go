@@ -123,7 +123,7 @@ func runPaced(t *testing.T, lat time.Duration, rate float64, n int, cacheBytes i
 	blob := make([]byte, testBlobSize)
 	for k := range ids {
 		ids[k] = uuid.New()
-		if err := st.Put(context.Background(), store.Sample{ID: ids[k], Name: "c/" + ids[k].String(), Size: testBlobSize, Checksum: sha256.Sum256(blob)}, blob); err != nil {
+		if err := st.Put(context.Background(), store.Sample{ID: ids[k], Name: "c/" + ids[k].String(), Size: testBlobSize, Checksum: sha256.Sum256(blob)}, blob, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

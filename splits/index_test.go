@@ -186,7 +186,7 @@ func TestLoadIndexRefusesALabelWithoutAClass(t *testing.T) {
 		name := fmt.Sprintf("c/x%d.jpg", k)
 		data := []byte(name)
 		s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}
-		storetest.Check(t, st.Put(ctx, s, data))
+		storetest.Check(t, st.Put(ctx, s, data, nil))
 	}
 	if _, err := LoadIndex(ctx, st); err == nil || !strings.Contains(err.Error(), "x2.jpg) has label 2, but the dataset has 2 classes") {
 		t.Errorf("LoadIndex of a dataset with a sample of label 2 and 2 classes: %v, want an error naming it", err)

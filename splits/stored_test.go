@@ -37,7 +37,7 @@ func tileDataset(t *testing.T, patients int, gap bool) (*memstore.Store, []uuid.
 				delete(meta, "slide")
 			}
 			s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data), Meta: meta}
-			storetest.Check(t, st.Put(ctx, s, data))
+			storetest.Check(t, st.Put(ctx, s, data, nil))
 			ids = append(ids, s.ID)
 		}
 	}

@@ -63,6 +63,17 @@ type Sample struct {
 	CRC32C    uint32
 	HasCRC32C bool
 	Meta      map[string]string // user columns; absent or empty values are omitted
+	// Target, if set, describes the sample's target file (a segmentation mask, a label
+	// vector, boxes): a blob of its own, stored under TargetID(ID) with the sample's label.
+	Target *Target
+}
+
+// Target describes a sample's target file.
+type Target struct {
+	Ext      string            // its extension, with the dot (".png", ".npy", ".json")
+	Size     int64             // blob length in bytes
+	Checksum [sha256.Size]byte // SHA-256 of the blob
+	CRC32C   uint32            // CRC32C of the blob: what readers verify it with
 }
 
 // Blob is the content of one sample with its label.
@@ -90,12 +101,12 @@ type Store interface {
 	// Labels returns the class names indexed by label; empty if none were stored.
 	Labels(ctx context.Context) ([]string, error)
 
-	// Put stores a sample: the blob first, then its metadata row (the commit marker). s.Size,
-	// s.Checksum and s.CRC32C (if set) must describe data. Meta keys must be existing
-	// columns.
-	Put(ctx context.Context, s Sample, data []byte) error
-	// Get reads one blob. buf, if large enough, may be used for the data. A missing blob
-	// wraps ErrNotFound.
+	// Put stores a sample: the blob first, the target's blob second (if s.Target is set),
+	// then its metadata row (the commit marker). s.Size, s.Checksum and s.CRC32C (if set)
+	// must describe data, s.Target target. Meta keys must be existing columns.
+	Put(ctx context.Context, s Sample, data, target []byte) error
+	// Get reads one blob: a sample's (its ID) or a sample's target (TargetID of its ID).
+	// buf, if large enough, may be used for the data. A missing blob wraps ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error)
 	// Scan calls fn for every listed sample (every metadata row), in no particular order, from
 	// one goroutine at a time. It stops at the first error from fn or the database.

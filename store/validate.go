@@ -33,8 +33,21 @@ func CheckSplits(splits []NewSplit) error {
 }
 
 // CheckPut is what every backend's Put checks before writing anything: the sample's size and
-// checksum describe data.
-func CheckPut(s Sample, data []byte) error {
+// checksum describe data, its target's target.
+func CheckPut(s Sample, data, target []byte) error {
+	switch t := s.Target; {
+	case t == nil && target != nil:
+		return fmt.Errorf("put sample %s (%s): target data without a Target", s.ID, s.Name)
+	case t == nil:
+	case target == nil:
+		return fmt.Errorf("put sample %s (%s): a Target without its data", s.ID, s.Name)
+	case ValidTargetExt(t.Ext) != nil:
+		return fmt.Errorf("put sample %s (%s): %w", s.ID, s.Name, ValidTargetExt(t.Ext))
+	case int64(len(target)) != t.Size || len(target) == 0:
+		return fmt.Errorf("put sample %s (%s): target size %d does not match its data length %d (or is 0)", s.ID, s.Name, t.Size, len(target))
+	case Checksum(target) != t.Checksum || CRC32C(target) != t.CRC32C:
+		return fmt.Errorf("put sample %s (%s): target checksum does not match its data", s.ID, s.Name)
+	}
 	if int64(len(data)) != s.Size {
 		return fmt.Errorf("put sample %s (%s): size %d does not match data length %d", s.ID, s.Name, s.Size, len(data))
 	}
@@ -55,6 +68,24 @@ var sampleNamespace = uuid.MustParse("6f1c7d0e-3b3a-4f55-9a36-3c2f8f1e0b7a")
 // root, so that ingesting the same file twice writes the same rows (UUID version 5).
 func SampleID(dataset, relPath string) uuid.UUID {
 	return uuid.NewSHA1(sampleNamespace, []byte(dataset+"\x00"+relPath))
+}
+
+// TargetID is the id of the blob holding the target of sample id.
+func TargetID(id uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(id, []byte("target"))
+}
+
+// MaxTargetExt is the longest target extension, dot included.
+const MaxTargetExt = 16
+
+var extRE = regexp.MustCompile(`^\.[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+
+// ValidTargetExt reports why ext cannot be a target file's extension, or nil.
+func ValidTargetExt(ext string) error {
+	if len(ext) > MaxTargetExt || !extRE.MatchString(ext) {
+		return fmt.Errorf("target extension %q: want '.' and up to %d letters, digits, '_', '-' or '.'", ext, MaxTargetExt-1)
+	}
+	return nil
 }
 
 // Checksum is the checksum stored with every sample.
@@ -89,7 +120,8 @@ func ValidDatasetName(name string) error {
 }
 
 // BuiltinColumns are the metadata rows' own columns; user metadata may not use them.
-var BuiltinColumns = []string{"id", "label", "name", "size", "checksum", "crc32c", "path", "data"}
+var BuiltinColumns = []string{"id", "label", "name", "size", "checksum", "crc32c", "path", "data",
+	"target_ext", "target_size", "target_checksum", "target_crc32c"}
 
 // ValidColumnName reports why name cannot be a user metadata column, or nil.
 func ValidColumnName(name string) error {

@@ -14,12 +14,12 @@ import (
 func TestCheckPut(t *testing.T) {
 	data := []byte("image bytes")
 	good := Sample{ID: uuid.New(), Name: "a/1.jpg", Size: int64(len(data)), Checksum: Checksum(data), CRC32C: CRC32C(data), HasCRC32C: true}
-	if err := CheckPut(good, data); err != nil {
+	if err := CheckPut(good, data, nil); err != nil {
 		t.Fatalf("CheckPut(good) = %v", err)
 	}
 	noCRC := good
 	noCRC.CRC32C, noCRC.HasCRC32C = 12345, false // not set: not checked
-	if err := CheckPut(noCRC, data); err != nil {
+	if err := CheckPut(noCRC, data, nil); err != nil {
 		t.Errorf("CheckPut without a CRC32C = %v", err)
 	}
 	for what, mutate := range map[string]func(*Sample){
@@ -29,8 +29,47 @@ func TestCheckPut(t *testing.T) {
 	} {
 		bad := good
 		mutate(&bad)
-		if err := CheckPut(bad, data); err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), "a/1.jpg") {
+		if err := CheckPut(bad, data, nil); err == nil || !strings.Contains(err.Error(), what) || !strings.Contains(err.Error(), "a/1.jpg") {
 			t.Errorf("CheckPut with a wrong %s = %v, want an error naming it and the sample", what, err)
+		}
+	}
+}
+
+// A target must come with its data and be described by it, with a usable extension.
+func TestCheckPutTarget(t *testing.T) {
+	data, mask := []byte("image bytes"), []byte("mask bytes")
+	good := Sample{ID: uuid.New(), Name: "a/1.jpg", Size: int64(len(data)), Checksum: Checksum(data),
+		Target: &Target{Ext: ".png", Size: int64(len(mask)), Checksum: Checksum(mask), CRC32C: CRC32C(mask)}}
+	if err := CheckPut(good, data, mask); err != nil {
+		t.Fatalf("CheckPut(good) = %v", err)
+	}
+	if err := CheckPut(good, data, nil); err == nil || !strings.Contains(err.Error(), "without its data") {
+		t.Errorf("a Target without data: %v", err)
+	}
+	noTarget := good
+	noTarget.Target = nil
+	if err := CheckPut(noTarget, data, mask); err == nil || !strings.Contains(err.Error(), "without a Target") {
+		t.Errorf("target data without a Target: %v", err)
+	}
+	for what, mutate := range map[string]func(*Target){
+		"size":      func(t *Target) { t.Size++ },
+		"checksum":  func(t *Target) { t.Checksum[0] ^= 1 },
+		"CRC32C":    func(t *Target) { t.CRC32C ^= 1 },
+		"extension": func(t *Target) { t.Ext = "png" },
+		"ext slash": func(t *Target) { t.Ext = "./png" },
+		"ext long":  func(t *Target) { t.Ext = "." + strings.Repeat("x", MaxTargetExt) },
+	} {
+		bad := good
+		tg := *good.Target
+		mutate(&tg)
+		bad.Target = &tg
+		if err := CheckPut(bad, data, mask); err == nil || !strings.Contains(err.Error(), "a/1.jpg") {
+			t.Errorf("CheckPut with a wrong target %s = %v, want an error naming the sample", what, err)
+		}
+	}
+	for _, ext := range []string{".png", ".npy", ".json", ".nii.gz", ".tar-1"} {
+		if err := ValidTargetExt(ext); err != nil {
+			t.Errorf("ValidTargetExt(%q) = %v", ext, err)
 		}
 	}
 }

@@ -37,7 +37,7 @@ func tiles(t *testing.T, patients int, gap bool) *memstore.Store {
 			if gap && p == 3 {
 				delete(meta, "slide")
 			}
-			if err := st.Put(ctx, store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data), Meta: meta}, data); err != nil {
+			if err := st.Put(ctx, store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data), Meta: meta}, data, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

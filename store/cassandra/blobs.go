@@ -14,8 +14,8 @@ import (
 )
 
 // Put implements store.Store.
-func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
-	if err := store.CheckPut(s, data); err != nil {
+func (c *Store) Put(ctx context.Context, s store.Sample, data, target []byte) error {
+	if err := store.CheckPut(s, data, target); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -24,7 +24,10 @@ func (c *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 	if !crc {
 		s.HasCRC32C = false // a dataset opened without Create, made before the column
 	}
-	writes, err := putWrites(s, data, known)
+	if s.Target != nil && !c.hasTargets() {
+		return fmt.Errorf("put sample %s (%s): dataset %q has no target columns (open it with Create to add them)", s.ID, s.Name, c.cfg.Dataset)
+	}
+	writes, err := putWrites(s, data, target, known)
 	if err != nil {
 		return err
 	}
@@ -44,15 +47,21 @@ type write struct {
 }
 
 // putWrites returns the statements that store a sample, in the order they must run: the
-// blob first, then the metadata row, which is the commit marker (see store's package doc):
-// a Put interrupted between the two leaves an invisible orphan blob, never a listed
-// sample without data. TestPutWritesTheBlobFirst pins the order.
-func putWrites(s store.Sample, data []byte, known []string) ([]write, error) {
+// blob first, the target's blob second, then the metadata row, which is the commit marker
+// (see store's package doc): a Put interrupted before the row leaves invisible orphan
+// blobs, never a listed sample without data. TestPutWritesTheBlobFirst pins the order.
+func putWrites(s store.Sample, data, target []byte, known []string) ([]write, error) {
 	cols := []string{"id", "label", "name", "size", "checksum"}
 	args := []any{gocql.UUID(s.ID), s.Label, s.Name, s.Size, s.Checksum[:]}
 	if s.HasCRC32C {
 		cols = append(cols, "crc32c")
 		args = append(args, int32(s.CRC32C))
+	}
+	blobs := []write{{"blob", `INSERT INTO DS.blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(s.ID), s.Label, data}}}
+	if t := s.Target; t != nil {
+		cols = append(cols, "target_ext", "target_size", "target_checksum", "target_crc32c")
+		args = append(args, t.Ext, t.Size, t.Checksum[:], int32(t.CRC32C))
+		blobs = append(blobs, write{"target", `INSERT INTO DS.blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(store.TargetID(s.ID)), s.Label, target}})
 	}
 	keys := make([]string, 0, len(s.Meta))
 	for k, v := range s.Meta {
@@ -69,10 +78,7 @@ func putWrites(s store.Sample, data []byte, known []string) ([]write, error) {
 		cols = append(cols, k)
 		args = append(args, s.Meta[k])
 	}
-	return []write{
-		{"blob", `INSERT INTO DS.blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(s.ID), s.Label, data}},
-		{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args},
-	}, nil
+	return append(blobs, write{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args}), nil
 }
 
 // Get implements store.Store. With SpeculativeAfter on a cluster of several nodes, a read not

@@ -132,6 +132,7 @@ type Store struct {
 	mu      sync.Mutex
 	columns []string // guarded by mu; user columns of samples, sorted
 	crc     bool     // guarded by mu; samples has the crc32c column (datasets made before it do not)
+	targets bool     // guarded by mu; samples has the target_* columns
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
 	nodes       int            // nodes in the cluster when the store was opened

@@ -2,6 +2,7 @@ package cassandra
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"math/big"
@@ -19,10 +20,13 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	if err != nil {
 		return err
 	}
-	crc := c.hasCRC()
+	crc, targets := c.hasCRC(), c.hasTargets()
 	q := `SELECT id, label, name, size, checksum`
 	if crc {
 		q += ", crc32c"
+	}
+	if targets {
+		q += ", target_ext, target_size, target_checksum, target_crc32c"
 	}
 	for _, col := range cols {
 		q += ", " + col
@@ -61,7 +65,7 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		go func() {
 			defer wg.Done()
 			for r := range work {
-				if err := c.scanRange(ctx, q, crc, cols, r, call); err != nil {
+				if err := c.scanRange(ctx, q, crc, targets, cols, r, call); err != nil {
 					fail(err)
 				}
 			}
@@ -87,7 +91,7 @@ feed:
 // million samples is one page, so each sub-range costs one round trip.
 const scanPage = 10000
 
-func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string, r [2]int64, fn func(store.Sample) error) error {
+func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols []string, r [2]int64, fn func(store.Sample) error) error {
 	select {
 	case c.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -108,11 +112,18 @@ func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string
 		size     int64
 		checksum []byte
 		crc32c   *int32 // nil: written before samples had the column
+		tExt     string
+		tSize    int64
+		tSum     []byte
+		tCRC     *int32 // nil: no target
 	)
 	meta := make([]*string, len(cols))
 	dest := []any{&id, &label, &name, &size, &checksum}
 	if crc {
 		dest = append(dest, &crc32c)
+	}
+	if targets {
+		dest = append(dest, &tExt, &tSize, &tSum, &tCRC)
 	}
 	for i := range cols {
 		meta[i] = new(string)
@@ -129,6 +140,15 @@ func (c *Store) scanRange(ctx context.Context, q string, crc bool, cols []string
 			s.CRC32C, s.HasCRC32C = uint32(*crc32c), true
 		}
 		crc32c = nil
+		if tCRC != nil {
+			if len(tSum) != sha256.Size {
+				iter.Close()
+				return fmt.Errorf("scan dataset %q: sample %s (%s) has a %d-byte target checksum, want %d", c.cfg.Dataset, s.ID, name, len(tSum), sha256.Size)
+			}
+			s.Target = &store.Target{Ext: tExt, Size: tSize, CRC32C: uint32(*tCRC)}
+			copy(s.Target.Checksum[:], tSum)
+		}
+		tCRC = nil
 		for i, col := range cols {
 			if *meta[i] != "" {
 				if s.Meta == nil {

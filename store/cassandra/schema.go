@@ -15,7 +15,8 @@ func (c *Store) createTables(ctx context.Context) error {
 	qs := []string{
 		// Blobs do not compress; the label sits beside the data so one read returns both.
 		`CREATE TABLE IF NOT EXISTS DS.blobs (id uuid PRIMARY KEY, label int, data blob) WITH compression = {'enabled': 'false'}`,
-		`CREATE TABLE IF NOT EXISTS DS.samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int)`,
+		`CREATE TABLE IF NOT EXISTS DS.samples (id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c int,
+			target_ext text, target_size bigint, target_checksum blob, target_crc32c int)`,
 		`CREATE TABLE IF NOT EXISTS DS.labels (label int PRIMARY KEY, name text)`,
 		// Facts about the dataset as a whole: "created" (RFC 3339).
 		`CREATE TABLE IF NOT EXISTS DS.info (key text PRIMARY KEY, value text)`,
@@ -25,18 +26,37 @@ func (c *Store) createTables(ctx context.Context) error {
 			return fmt.Errorf("create tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 		}
 	}
-	// Datasets made before samples had a CRC32C gain the column when written to again.
-	// (Open reads the schema once more afterwards.)
-	if _, err := c.Columns(ctx); err != nil || c.hasCRC() {
+	// Datasets made before samples had a CRC32C or targets gain the columns when written
+	// to again. (Open reads the schema once more afterwards.)
+	if _, err := c.Columns(ctx); err != nil {
 		return err
 	}
-	if err := c.ddl(ctx, c.cql(`ALTER TABLE DS.samples ADD crc32c int`)); err != nil {
-		// Another ingest may have added it meanwhile; only the schema can tell.
-		if _, cerr := c.Columns(ctx); cerr != nil || !c.hasCRC() {
-			return fmt.Errorf("add the crc32c column to dataset %q: %w", c.cfg.Dataset, kinded(err))
+	for _, add := range []struct {
+		have func() bool
+		ddl  string
+	}{
+		{c.hasCRC, `ALTER TABLE DS.samples ADD crc32c int`},
+		{c.hasTargets, `ALTER TABLE DS.samples ADD (target_ext text, target_size bigint, target_checksum blob, target_crc32c int)`},
+	} {
+		if add.have() {
+			continue
+		}
+		if err := c.ddl(ctx, c.cql(add.ddl)); err != nil {
+			// Another ingest may have added them meanwhile; only the schema can tell.
+			if _, cerr := c.Columns(ctx); cerr != nil || !add.have() {
+				return fmt.Errorf("add columns to dataset %q (%s): %w", c.cfg.Dataset, add.ddl, kinded(err))
+			}
 		}
 	}
 	return nil
+}
+
+// hasTargets reports whether the samples table has the target columns (as of the last
+// Columns).
+func (c *Store) hasTargets() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.targets
 }
 
 // hasCRC reports whether the samples table has the crc32c column (as of the last Columns).
@@ -110,9 +130,10 @@ func (c *Store) Columns(ctx context.Context) ([]string, error) {
 		c.cfg.Dataset).WithContext(rctx).Iter()
 	var cols []string
 	var name string
-	crc := false
+	crc, targets := false, false
 	for iter.Scan(&name) {
 		crc = crc || name == "crc32c"
+		targets = targets || name == "target_crc32c"
 		if !slices.Contains(store.BuiltinColumns, name) {
 			cols = append(cols, name)
 		}
@@ -122,7 +143,7 @@ func (c *Store) Columns(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(cols)
 	c.mu.Lock()
-	c.columns, c.crc = cols, crc
+	c.columns, c.crc, c.targets = cols, crc, targets
 	c.mu.Unlock()
 	return slices.Clone(cols), nil
 }

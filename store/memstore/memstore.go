@@ -24,8 +24,9 @@ type Options struct {
 	Latency func(id uuid.UUID) time.Duration
 	// FailGet, if set, makes Get return its error for the ids it chooses.
 	FailGet func(id uuid.UUID) error
-	// FailPut, if set, is asked before each of Put's two writes — "blob", then "metadata",
-	// the order every backend keeps — and an error fails Put there, with what was written
+	// FailPut, if set, is asked before each of Put's writes — "blob", "target" (if the
+	// sample has one), then "metadata", the order every backend keeps — and an error fails
+	// Put there, with what was written
 	// before it kept: a way to interrupt a Put between its blob and its metadata row.
 	FailPut func(id uuid.UUID, write string) error
 }
@@ -115,8 +116,8 @@ func (m *Store) Labels(ctx context.Context) ([]string, error) {
 }
 
 // Put implements store.Store: the blob, then the metadata row (the commit marker).
-func (m *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
-	if err := store.CheckPut(s, data); err != nil {
+func (m *Store) Put(ctx context.Context, s store.Sample, data, target []byte) error {
+	if err := store.CheckPut(s, data, target); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -133,6 +134,16 @@ func (m *Store) Put(ctx context.Context, s store.Sample, data []byte) error {
 	m.mu.Lock()
 	m.blobs[s.ID] = store.Blob{Label: s.Label, Data: slices.Clone(data)}
 	m.mu.Unlock()
+	if s.Target != nil {
+		if err := m.failPut(s, "target"); err != nil {
+			return err
+		}
+		m.mu.Lock()
+		m.blobs[store.TargetID(s.ID)] = store.Blob{Label: s.Label, Data: slices.Clone(target)}
+		m.mu.Unlock()
+		t := *s.Target
+		s.Target = &t
+	}
 	if err := m.failPut(s, "metadata"); err != nil {
 		return err
 	}

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"Splits", testSplits},
 		{"SplitsAllOrNothing", testSplitsAllOrNothing},
 		{"Created", testCreated},
+		{"Targets", testTargets},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +72,7 @@ func MakeSample(dataset string, i, label int, size int) (store.Sample, []byte) {
 
 func put(t *testing.T, s store.Store, smp store.Sample, data []byte) {
 	t.Helper()
-	if err := s.Put(context.Background(), smp, data); err != nil {
+	if err := s.Put(context.Background(), smp, data, nil); err != nil {
 		t.Fatalf("Put(%s): %v", smp.Name, err)
 	}
 }
@@ -207,7 +208,7 @@ func testColumns(t *testing.T, s store.Store) {
 	}
 	smp, data := MakeSample(s.Dataset(), 9, 0, 10)
 	smp.Meta = map[string]string{"nosuch": "v"}
-	if err := s.Put(ctx, smp, data); err == nil {
+	if err := s.Put(ctx, smp, data, nil); err == nil {
 		t.Errorf("Put with an unknown metadata column succeeded")
 	}
 }
@@ -236,17 +237,17 @@ func testPutRejects(t *testing.T, s store.Store) {
 	smp, data := MakeSample(s.Dataset(), 3, 0, 100)
 	bad := smp
 	bad.Size = 99
-	if err := s.Put(ctx, bad, data); err == nil {
+	if err := s.Put(ctx, bad, data, nil); err == nil {
 		t.Errorf("Put with a wrong size succeeded")
 	}
 	bad = smp
 	bad.Checksum[0] ^= 1
-	if err := s.Put(ctx, bad, data); err == nil {
+	if err := s.Put(ctx, bad, data, nil); err == nil {
 		t.Errorf("Put with a wrong checksum succeeded")
 	}
 	bad = smp
 	bad.CRC32C ^= 1
-	if err := s.Put(ctx, bad, data); err == nil {
+	if err := s.Put(ctx, bad, data, nil); err == nil {
 		t.Errorf("Put with a wrong CRC32C succeeded")
 	}
 	n := 0
@@ -438,5 +439,42 @@ func testCreated(t *testing.T, s store.Store) {
 	Check(t, err)
 	if age := time.Since(created); age < -time.Second || age > 5*time.Minute {
 		t.Errorf("Created() = %v, %v ago: want the moment the dataset was made", created, age)
+	}
+}
+
+// testTargets: a sample's target is a blob of its own under TargetID, with the sample's
+// label, described in the sample's row; samples without one list none; a second Put of the
+// same sample keeps one of each.
+func testTargets(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	smp, data := MakeSample(s.Dataset(), 1, 2, 5000)
+	_, mask := MakeSample(s.Dataset(), 2, 0, 700)
+	smp.Target = &store.Target{Ext: ".png", Size: int64(len(mask)), Checksum: store.Checksum(mask), CRC32C: store.CRC32C(mask)}
+	plain, plainData := MakeSample(s.Dataset(), 3, 1, 900)
+	for range 2 {
+		Check(t, s.Put(ctx, smp, data, mask))
+	}
+	Check(t, s.Put(ctx, plain, plainData, nil))
+	b, err := s.Get(ctx, store.TargetID(smp.ID), nil)
+	Check(t, err)
+	if !bytes.Equal(b.Data, mask) || b.Label != 2 {
+		t.Errorf("Get(TargetID) = %d bytes, label %d; want the %d put, label 2", len(b.Data), b.Label, len(mask))
+	}
+	if b, err := s.Get(ctx, smp.ID, nil); err != nil || !bytes.Equal(b.Data, data) {
+		t.Errorf("Get(ID) of a sample with a target: %d bytes, %v", len(b.Data), err)
+	}
+	got := map[uuid.UUID]store.Sample{}
+	Check(t, s.Scan(ctx, func(x store.Sample) error { got[x.ID] = x; return nil }))
+	if len(got) != 2 {
+		t.Fatalf("Scan listed %d samples, want 2 (targets are not samples)", len(got))
+	}
+	if g := got[smp.ID].Target; g == nil || *g != *smp.Target {
+		t.Errorf("Scan: target %+v, want %+v", g, smp.Target)
+	}
+	if g := got[plain.ID].Target; g != nil {
+		t.Errorf("Scan: a sample put without a target lists %+v", g)
+	}
+	if cols, err := s.Columns(ctx); err != nil || len(cols) != 0 {
+		t.Errorf("Columns() = %q, %v: the target's columns are not metadata", cols, err)
 	}
 }
