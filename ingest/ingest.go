@@ -388,14 +388,22 @@ func (p *Plan) checkTargetsAgree(dataset string, stored map[uuid.UUID]store.Samp
 	return nil
 }
 
-// walkUnlabeled lists the files directly in root as the one class UnlabeledClass.
-func walkUnlabeled(root string, maxSize int64) (classes []string, files []file, skipped []Skip, err error) {
-	fi, err := os.Stat(root)
+// checkDir reports why dir, the what, is not a directory to read, or nil.
+func checkDir(what, dir string) error {
+	fi, err := os.Stat(dir)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dataset root: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if !fi.IsDir() {
-		return nil, nil, nil, fmt.Errorf("dataset root %s is not a directory", root)
+		return fmt.Errorf("%s %s is not a directory", what, dir)
+	}
+	return nil
+}
+
+// walkUnlabeled lists the files directly in root as the one class UnlabeledClass.
+func walkUnlabeled(root string, maxSize int64) (classes []string, files []file, skipped []Skip, err error) {
+	if err := checkDir("dataset root", root); err != nil {
+		return nil, nil, nil, err
 	}
 	files, skipped, err = walkClassDir(root, UnlabeledClass, maxSize)
 	if err != nil || len(files) == 0 {
@@ -406,12 +414,8 @@ func walkUnlabeled(root string, maxSize int64) (classes []string, files []file, 
 
 // walk lists root's classes and candidate files, with the entries it rejects and why.
 func walk(root string, maxSize int64) (classes []string, files []file, skipped []Skip, err error) {
-	fi, err := os.Stat(root)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("dataset root: %w", err)
-	}
-	if !fi.IsDir() {
-		return nil, nil, nil, fmt.Errorf("dataset root %s is not a directory", root)
+	if err := checkDir("dataset root", root); err != nil {
+		return nil, nil, nil, err
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {

@@ -19,12 +19,8 @@ import (
 // pairTargets attaches each file's target (abs path, extension, size) from the tree at
 // root. unlabeled: the targets are directly in root, like the images.
 func pairTargets(root string, unlabeled bool, maxSize int64, files []file, skipped []Skip) error {
-	fi, err := os.Stat(root)
-	if err != nil {
-		return fmt.Errorf("targets root: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("targets root %s is not a directory", root)
+	if err := checkDir("targets root", root); err != nil {
+		return err
 	}
 	// An image is known by "<class>/<stem>": its path without its extension.
 	byStem := map[string]int{}
@@ -41,7 +37,7 @@ func pairTargets(root string, unlabeled bool, maxSize int64, files []file, skipp
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	err = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 		if err != nil {
 			problem("%v", err)
 			return nil
