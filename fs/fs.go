@@ -119,9 +119,13 @@ func (f *FS) Stats() ServeStats {
 	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load()}
 }
 
-// firstSampleIno is the inode number of canonical sample 0. Directory and file_list inodes
-// are numbered automatically by go-fuse from 2^63 on, so they never collide.
-const firstSampleIno = 1 << 20
+// firstSampleIno is the inode number of canonical sample 0, firstTargetIno that of its
+// target. Directory and file_list inodes are numbered automatically by go-fuse from 2^63
+// on, so they never collide.
+const (
+	firstSampleIno = 1 << 20
+	firstTargetIno = firstSampleIno + 1<<32
+)
 
 // New builds the filesystem.
 func New(cfg Config) *FS {
@@ -132,6 +136,11 @@ func New(cfg Config) *FS {
 		cfg.Logger = slog.Default()
 	}
 	ix := cfg.Views.Index()
+	if ix.HasTargets() {
+		// A disk entry then holds a sample and its target in one file, which cannot be
+		// passed through as either: such entries are read by the daemon.
+		cfg.Backing = nil
+	}
 	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{}}
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
@@ -159,6 +168,21 @@ func (f *FS) sampleAttr(i uint32, a *fuse.Attr) {
 func (f *FS) sampleNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.sampleAttr(i, &out.Attr)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(i)})
+}
+
+// targetAttr fills the attributes of sample i's target.
+func (f *FS) targetAttr(i uint32, a *fuse.Attr) {
+	f.sampleAttr(i, a)
+	size := uint64(f.ix.TargetSize(i))
+	a.Ino = firstTargetIno + uint64(i)
+	a.Size = size
+	a.Blocks = (size + 511) / 512
+}
+
+// targetNode returns the (shared) inode of sample i's target under parent.
+func (f *FS) targetNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
+	f.targetAttr(i, &out.Attr)
+	return parent.NewInode(ctx, &sampleFile{fs: f, i: i, target: true}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(i)})
 }
 
 func (f *FS) dirAttr(a *fuse.Attr) {

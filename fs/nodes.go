@@ -141,27 +141,44 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		}), 0
 	}
 	key, ok := d.fs.views.EpochKey(d.split.Name, name)
+	targets := false
+	if !ok {
+		key, ok = d.fs.views.TargetsKey(d.split.Name, name)
+		targets = true
+	}
 	if !ok {
 		return nil, syscall.ENOENT
 	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &epochDir{dirNode: dirNode{fs: d.fs}, key: key}
+		return &epochDir{dirNode: dirNode{fs: d.fs}, key: key, targets: targets}
 	}), 0
 }
 
 func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return openListing(d.fs.cfg.EpochsListed+1, func(k int) fuse.DirEntry {
-		if k == d.fs.cfg.EpochsListed {
+	// epoch-0 ... (with targets: epoch-0, epoch-0.targets, ...), then samples.csv.
+	per := 1
+	if d.fs.views.HasTargets() {
+		per = 2
+	}
+	n := d.fs.cfg.EpochsListed * per
+	return openListing(n+1, func(k int) fuse.DirEntry {
+		if k == n {
 			return fuse.DirEntry{Name: view.SamplesName, Mode: syscall.S_IFREG}
 		}
-		return dirEntry(view.EpochName(uint64(k)))
+		name := view.EpochName(uint64(k / per))
+		if k%per == 1 {
+			name += view.TargetsSuffix
+		}
+		return dirEntry(name)
 	})
 }
 
-// epochDir holds one directory per class and file_list.txt, of one epoch view.
+// epochDir holds one directory per class and file_list.txt, of one epoch view: its
+// samples, or (targets) their targets.
 type epochDir struct {
 	dirNode
-	key view.Key
+	key     view.Key
+	targets bool
 }
 
 var (
@@ -173,10 +190,10 @@ var (
 func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	if name == view.FileListName {
 		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
-			views, key := d.fs.views, d.key
+			views, key, targets := d.fs.views, d.key, d.targets
 			return &genFile{fs: d.fs,
-				size: func() int64 { return views.Epoch(key).FileListSize() },
-				read: func(off int64, n int) []byte { return views.Epoch(key).ReadFileList(off, n) }}
+				size: func() int64 { return views.Epoch(key).FileListSize(targets) },
+				read: func(off int64, n int) []byte { return views.Epoch(key).ReadFileList(off, n, targets) }}
 		}), 0
 	}
 	label, ok := d.fs.views.Class(name)
@@ -184,7 +201,7 @@ func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &classDir{dirNode: dirNode{fs: d.fs}, key: d.key, label: label}
+		return &classDir{dirNode: dirNode{fs: d.fs}, key: d.key, label: label, targets: d.targets}
 	}), 0
 }
 
@@ -201,11 +218,12 @@ func (d *epochDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 	})
 }
 
-// classDir lists one class's samples of an epoch view in epoch order.
+// classDir lists one class's samples (or targets) of an epoch view in epoch order.
 type classDir struct {
 	dirNode
-	key   view.Key
-	label int
+	key     view.Key
+	label   int
+	targets bool
 }
 
 var (
@@ -215,7 +233,15 @@ var (
 )
 
 func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	i, ok := d.fs.views.Lookup(d.fs.views.Epoch(d.key), d.label, name)
+	e := d.fs.views.Epoch(d.key)
+	if d.targets {
+		i, ok := d.fs.views.LookupTarget(e, d.label, name)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return d.fs.targetNode(ctx, d.EmbeddedInode(), i, out), 0
+	}
+	i, ok := d.fs.views.Lookup(e, d.label, name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
@@ -225,6 +251,12 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	e := d.fs.views.Epoch(d.key)
 	members := e.ByClass[d.label]
+	if d.targets {
+		return openListing(len(members), func(j int) fuse.DirEntry {
+			k := members[j]
+			return fuse.DirEntry{Name: e.TargetEntryName(k), Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(e.Order[k])}
+		})
+	}
 	return openListing(len(members), func(j int) fuse.DirEntry {
 		k := members[j]
 		return fuse.DirEntry{Name: e.EntryName(k), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(e.Order[k])}
@@ -256,12 +288,13 @@ func (d *byUUIDDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileH
 	})
 }
 
-// sampleFile is one sample's content. The node is shared by every directory that shows the
-// sample (one inode per sample).
+// sampleFile is one sample's content, or its target's. The node is shared by every
+// directory that shows the sample (one inode per sample, one per target).
 type sampleFile struct {
 	gofs.Inode
-	fs *FS
-	i  uint32
+	fs     *FS
+	i      uint32
+	target bool
 }
 
 var (
@@ -304,6 +337,10 @@ func xattrCopy(dest, v []byte) (uint32, syscall.Errno) {
 }
 
 func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if s.target {
+		s.fs.targetAttr(s.i, &out.Attr)
+		return 0
+	}
 	s.fs.sampleAttr(s.i, &out.Attr)
 	return 0
 }
@@ -405,6 +442,12 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	data, err := s.fs.cfg.Blobs(ctx, s.i)
 	if err != nil {
 		return nil, s.fs.errno("read", s.i, err)
+	}
+	// With targets, what is cached for a sample is its blob, then its target's.
+	if n := s.fs.ix.Size(s.i); s.target {
+		data = data[n:]
+	} else if s.fs.ix.HasTargets() {
+		data = data[:n]
 	}
 	if off >= int64(len(data)) {
 		return fuse.ReadResultData(nil), 0

@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,6 @@ import (
 	"syscall"
 
 	"github.com/cassfs/cassfs/splits"
-	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
 
@@ -190,7 +190,7 @@ func (d *DiskTier) scan() error {
 			return nil // not ours
 		}
 		info, err := e.Info()
-		if !valid || err != nil || info.Size() != d.ix.Size(i) {
+		if !valid || err != nil || info.Size() != d.ix.BlobSize(i) {
 			os.Remove(p) // ingested again, removed from the dataset, or cut short
 			return nil
 		}
@@ -229,9 +229,14 @@ func (d *DiskTier) parse(name string) (i uint32, ok, valid bool) {
 	return i, true, d.name(i) == name
 }
 
-// name is sample i's entry name.
+// name is sample i's entry name. In a dataset with targets the entry holds the target
+// too, and its target's CRC32C is folded into the key: a target ingested anew makes it
+// stale like a new blob does.
 func (d *DiskTier) name(i uint32) string {
 	sum := d.ix.Checksum(i)
+	if d.ix.HasTargets() {
+		binary.BigEndian.PutUint32(sum[4:8], binary.BigEndian.Uint32(sum[4:8])^d.ix.TargetCRC32C(i))
+	}
 	return d.ix.ID(i).String() + "-" + hex.EncodeToString(sum[:8])
 }
 
@@ -281,7 +286,7 @@ func (d *DiskTier) read(i uint32) ([]byte, bool) {
 // verify checks an entry's content against the index; a mismatch is counted, logged and
 // reported (OnCorrupt) before the caller drops the entry.
 func (d *DiskTier) verify(i uint32, data []byte) error {
-	err := d.ix.Verify(i, store.Blob{Label: d.ix.Label(i), Data: data})
+	err := d.ix.VerifyBlob(i, data)
 	if err != nil {
 		d.corrupt.Add(1)
 		d.log.Warn("cache file corrupt; fetching the sample again", "file", d.path(i), "err", err)
@@ -311,7 +316,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 		}
 		bp := verifyBufs.Get().(*[]byte)
 		buf := (*bp)[:0]
-		n := d.ix.Size(i)
+		n := d.ix.BlobSize(i)
 		if int64(cap(buf)) < n+1 {
 			buf = make([]byte, 0, n+1)
 		}

@@ -37,6 +37,7 @@ type Index struct {
 	nameOff  []uint32 // sample i's name is names[nameOff[i]:nameOff[i+1]]
 	names    []byte
 	meta     []metaColumn // the user's metadata columns, sorted by name (see meta.go)
+	targets  *targetInfo  // nil: the dataset has no targets (see targets.go)
 }
 
 // MaxNameLen is the longest file name a sample may have: the mount shows it behind its
@@ -61,6 +62,7 @@ type indexEntry struct {
 	crc      uint32
 	hasCRC   bool
 	name     string
+	target   *store.Target
 }
 
 // NewIndexBuilder starts an index of a dataset with the given class names.
@@ -100,7 +102,7 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 			return fmt.Errorf("metadata column %q: its distinct values exceed 4 GiB", col)
 		}
 	}
-	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, s.CRC32C, s.HasCRC32C, name})
+	b.samples = append(b.samples, indexEntry{s.ID, int32(s.Label), uint32(s.Size), s.Checksum, s.CRC32C, s.HasCRC32C, name, s.Target})
 	return nil
 }
 
@@ -162,6 +164,11 @@ func (b *IndexBuilder) Build() (*Index, error) {
 		ix.names = append(ix.names, s.name...)
 	}
 	ix.nameOff[n] = uint32(len(ix.names))
+	targets, err := buildTargets(b.samples, func(j int) int { return int(keys[j].k) })
+	if err != nil {
+		return nil, err
+	}
+	ix.targets = targets
 	b.samples = nil
 	cols := slices.Sorted(maps.Keys(b.meta))
 	ix.meta = make([]metaColumn, len(cols))
@@ -214,17 +221,28 @@ func (ix *Index) Find(id uuid.UUID) (uint32, bool) {
 // bits and any other corruption with probability 1-2^-32; what it does not give — proof
 // against deliberate tampering — the SHA-256 at ingest and in cassfs's tools still does.
 func (ix *Index) Verify(i uint32, b store.Blob) error {
+	if err := ix.verifySizeLabel("sample", i, b, ix.Size(i)); err != nil {
+		return err
+	}
 	switch {
-	case int64(len(b.Data)) != ix.Size(i):
-		return fmt.Errorf("sample %s: blob has %d bytes, listed %d: %w", ix.ids[i], len(b.Data), ix.Size(i), store.ErrCorrupt)
-	case b.Label != ix.Label(i):
-		return fmt.Errorf("sample %s: blob has label %d, listed %d: %w", ix.ids[i], b.Label, ix.Label(i), store.ErrCorrupt)
 	case ix.hasCRC[i/64]&(1<<(i%64)) != 0:
 		if store.CRC32C(b.Data) != ix.crc[i] {
 			return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest (CRC32C): %w", ix.ids[i], store.ErrCorrupt)
 		}
 	case sha256.Sum256(b.Data) != ix.checksum[i]:
 		return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest (SHA-256): %w", ix.ids[i], store.ErrCorrupt)
+	}
+	return nil
+}
+
+// verifySizeLabel checks a blob read for sample i (what: "sample", or "target of sample")
+// against the size and the label listed.
+func (ix *Index) verifySizeLabel(what string, i uint32, b store.Blob, size int64) error {
+	switch {
+	case int64(len(b.Data)) != size:
+		return fmt.Errorf("%s %s: blob has %d bytes, listed %d: %w", what, ix.ids[i], len(b.Data), size, store.ErrCorrupt)
+	case b.Label != ix.Label(i):
+		return fmt.Errorf("%s %s: blob has label %d, listed %d: %w", what, ix.ids[i], b.Label, ix.Label(i), store.ErrCorrupt)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ package synth
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
 	"fmt"
 	"image"
@@ -23,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -35,14 +37,37 @@ type Options struct {
 	MeanSize    int     // mean file size in bytes (default 110,000, like ImageNet)
 	PNGFraction float64 // share of PNG files, 0 to 1
 	Patients    int     // number of patients (default Count/25, at least Classes)
-	Seed        uint64
-	Workers     int         // default 2
-	Progress    func(n int) // called after each image, from several goroutines
+	// Masks also writes a segmentation-style target per image: Out/masks/<class>/<stem>.png
+	// (MaskFor).
+	Masks    bool
+	Seed     uint64
+	Workers  int         // default 2
+	Progress func(n int) // called after each image, from several goroutines
 }
 
 // Layout returns the image root and the CSV path for out.
 func Layout(out string) (root, csvPath string) {
 	return filepath.Join(out, "images"), filepath.Join(out, "metadata.csv")
+}
+
+// MaskRoot is where Masks go for out.
+func MaskRoot(out string) string { return filepath.Join(out, "masks") }
+
+// MaskFor is the mask of an image of class c: a 32×4 8-bit grayscale PNG whose first row is
+// the SHA-256 of the image's bytes and whose other rows are c, so a reader can check, from
+// the decoded mask alone, that it was given the right image's mask.
+func MaskFor(imageBytes []byte, c int) ([]byte, error) {
+	sum := sha256.Sum256(imageBytes)
+	img := image.NewGray(image.Rect(0, 0, len(sum), 4))
+	for x, v := range sum {
+		img.SetGray(x, 0, color.Gray{Y: v})
+		for y := 1; y < 4; y++ {
+			img.SetGray(x, y, color.Gray{Y: uint8(c)})
+		}
+	}
+	var buf bytes.Buffer
+	err := png.Encode(&buf, img)
+	return buf.Bytes(), err
 }
 
 // ClassName is the directory name of class c: zero-padded so names sort into label order.
@@ -82,6 +107,11 @@ func Generate(ctx context.Context, o Options) error {
 		if err := os.MkdirAll(filepath.Join(root, ClassName(c)), 0o755); err != nil {
 			return err
 		}
+		if o.Masks {
+			if err := os.MkdirAll(filepath.Join(MaskRoot(o.Out), ClassName(c)), 0o755); err != nil {
+				return err
+			}
+		}
 	}
 	items := plan(o)
 	jpegBPP, pngBPP := bytesPerPixel(false), bytesPerPixel(true)
@@ -109,6 +139,13 @@ func Generate(ctx context.Context, o Options) error {
 				data, err := encode(it, bpp)
 				if err == nil {
 					err = os.WriteFile(filepath.Join(root, filepath.FromSlash(it.rel)), data, 0o644)
+				}
+				if err == nil && o.Masks {
+					var mask []byte
+					if mask, err = MaskFor(data, it.class); err == nil {
+						rel := strings.TrimSuffix(it.rel, filepath.Ext(it.rel)) + ".png"
+						err = os.WriteFile(filepath.Join(MaskRoot(o.Out), filepath.FromSlash(rel)), mask, 0o644)
+					}
 				}
 				if err != nil {
 					errMu.Lock()

@@ -3,12 +3,15 @@ package synth
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/csv"
 	"image"
 	_ "image/jpeg"
-	_ "image/png"
+	"image/png"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -62,5 +65,46 @@ func TestGenerateDecodableDeterministic(t *testing.T) {
 	}
 	if pngs == 0 || pngs == 60 {
 		t.Errorf("%d of 60 are PNG, want a mix", pngs)
+	}
+}
+
+// With Masks every image has a decodable PNG mask at its path with .png, whose first row is
+// the image's SHA-256 and whose other rows are its class.
+func TestMasks(t *testing.T) {
+	out := t.TempDir()
+	if err := Generate(context.Background(), Options{Out: out, Count: 12, Classes: 3, MeanSize: 3000, PNGFraction: 0.3, Masks: true}); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := Layout(out)
+	n := 0
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		f, err := os.Open(filepath.Join(MaskRoot(out), strings.TrimSuffix(rel, filepath.Ext(rel))+".png"))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		img, err := png.Decode(f)
+		if err != nil {
+			return err
+		}
+		g := img.(*image.Gray)
+		sum := sha256.Sum256(data)
+		class, _ := strconv.Atoi(strings.TrimPrefix(filepath.Dir(rel), "class_"))
+		if !bytes.Equal(g.Pix[:32], sum[:]) || g.Pix[g.PixOffset(5, 2)] != uint8(class) {
+			t.Errorf("%s: mask does not encode the image's checksum and class", rel)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n != 12 {
+		t.Fatalf("%d images with masks: %v", n, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -109,45 +110,76 @@ func (e *Epoch) EntryName(k uint32) string {
 // Width is the number of digits of the view's position prefix.
 func (e *Epoch) Width() int { return e.width }
 
+// fileListState is one file list of an epoch view, computed on first use.
+type fileListState struct {
+	sizeOnce sync.Once
+	size     int64 // of the file list
+	lineOnce sync.Once
+	lineEnd  []uint64 // lineEnd[k] = offset just past line k
+}
+
+// entryNameOf is the file name at index k of the view's order: the sample's, or (targets)
+// its target's.
+func (e *Epoch) entryNameOf(k uint32, targets bool) string {
+	if targets {
+		return e.TargetEntryName(k)
+	}
+	return e.EntryName(k)
+}
+
 // lineLen is the length of sample i's file_list line, which does not depend on its
 // position.
-func (e *Epoch) lineLen(i uint32) int {
+func (e *Epoch) lineLen(i uint32, targets bool) int {
 	ix := e.set.ix
 	label := ix.Label(i)
-	return len(e.set.classNames[label]) + 1 + e.width + 1 + ix.NameLen(i) + 1 + len(strconv.Itoa(label)) + 1
+	name := ix.NameLen(i)
+	if targets {
+		name = len(ix.TargetName(i))
+	}
+	return len(e.set.classNames[label]) + 1 + e.width + 1 + name + 1 + len(strconv.Itoa(label)) + 1
 }
 
-// FileListSize is the size of the view's file_list.txt.
-func (e *Epoch) FileListSize() int64 {
-	e.listOnce.Do(func() {
+// FileListSize is the size of the view's file_list.txt (targets: of its .targets twin).
+func (e *Epoch) FileListSize(targets bool) int64 {
+	l := &e.lists[b2i(targets)]
+	l.sizeOnce.Do(func() {
 		var n int64
 		for _, i := range e.Order {
-			n += int64(e.lineLen(i))
+			n += int64(e.lineLen(i, targets))
 		}
-		e.listSize = n
+		l.size = n
 	})
-	return e.listSize
+	return l.size
 }
 
-// ReadFileList returns up to n bytes of the view's file_list.txt from offset off on,
-// generated from the view's order: "<class>/<entry> <label>\n" per position.
-func (e *Epoch) ReadFileList(off int64, n int) []byte {
-	e.lineOnce.Do(func() {
-		e.lineEnd = make([]uint64, len(e.Order))
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// ReadFileList returns up to n bytes of the view's file_list.txt (targets: of its
+// .targets twin) from offset off on, generated from the view's order: "<class>/<entry>
+// <label>\n" per position.
+func (e *Epoch) ReadFileList(off int64, n int, targets bool) []byte {
+	l := &e.lists[b2i(targets)]
+	l.lineOnce.Do(func() {
+		l.lineEnd = make([]uint64, len(e.Order))
 		var end uint64
 		for k, i := range e.Order {
-			end += uint64(e.lineLen(i))
-			e.lineEnd[k] = end
+			end += uint64(e.lineLen(i, targets))
+			l.lineEnd[k] = end
 		}
 	})
-	if off < 0 || len(e.lineEnd) == 0 || uint64(off) >= e.lineEnd[len(e.lineEnd)-1] {
+	if off < 0 || len(l.lineEnd) == 0 || uint64(off) >= l.lineEnd[len(l.lineEnd)-1] {
 		return nil
 	}
 	// The first line that ends after off.
-	k, _ := slices.BinarySearch(e.lineEnd, uint64(off)+1)
+	k, _ := slices.BinarySearch(l.lineEnd, uint64(off)+1)
 	start := uint64(0)
 	if k > 0 {
-		start = e.lineEnd[k-1]
+		start = l.lineEnd[k-1]
 	}
 	ix := e.set.ix
 	buf := make([]byte, 0, n+256)
@@ -156,7 +188,7 @@ func (e *Epoch) ReadFileList(off int64, n int) []byte {
 		label := ix.Label(e.Order[pos])
 		buf = append(buf, e.set.classNames[label]...)
 		buf = append(buf, '/')
-		buf = append(buf, e.EntryName(pos)...)
+		buf = append(buf, e.entryNameOf(pos, targets)...)
 		buf = append(buf, ' ')
 		buf = strconv.AppendInt(buf, int64(label), 10)
 		buf = append(buf, '\n')

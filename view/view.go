@@ -66,6 +66,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
@@ -274,19 +275,57 @@ func (s *Set) stream(sp *splits.Split, k Key) *Stream {
 // shows, bound now if this is the name's first lookup. It reports the access to the
 // prefetcher. A name that is not in the directory is false.
 func (s *Set) Lookup(e *Epoch, label int, name string) (uint32, bool) {
+	return s.lookup(e, label, name, false)
+}
+
+// LookupTarget is Lookup in the .targets twin of view e: the name is the target's, and the
+// sample is the one the same position of the view shows (bound together, whichever
+// directory is looked up first).
+func (s *Set) LookupTarget(e *Epoch, label int, name string) (uint32, bool) {
+	if !s.ix.HasTargets() {
+		return 0, false
+	}
+	return s.lookup(e, label, name, true)
+}
+
+func (s *Set) lookup(e *Epoch, label int, name string, targets bool) (uint32, bool) {
 	pos, ok := ParseEntryPos(name, e.width)
 	if !ok || pos < e.Start || pos >= e.Len {
 		return 0, false
 	}
 	k := pos - e.Start
 	i := e.Order[k]
-	if s.ix.Label(i) != label || name[e.width+1:] != s.ix.Name(i) {
+	if s.ix.Label(i) != label {
 		return 0, false
 	}
-	if s.cfg.Progress != nil {
+	if targets && name[e.width+1:] != s.ix.TargetName(i) || !targets && name[e.width+1:] != s.ix.Name(i) {
+		return 0, false
+	}
+	if s.cfg.Progress != nil && e.firstLookup(k) {
 		s.cfg.Progress.Access(e.stream, e.N)
 	}
 	return s.binding.bind(e, k), true
+}
+
+// firstLookup reports whether a lookup of index k of the view's order is one the
+// prefetcher should count. Readers of a dataset with targets look up each position twice
+// (the image and its target); the prefetcher counts positions, so only the first counts.
+// Without targets every lookup counts (the kernel caches names, so repeats are rare).
+func (e *Epoch) firstLookup(k uint32) bool {
+	if !e.set.ix.HasTargets() {
+		return true
+	}
+	e.seenOnce.Do(func() { e.seen = make([]atomic.Uint64, (len(e.Order)+63)/64) })
+	w, bit := &e.seen[k/64], uint64(1)<<(k%64)
+	for {
+		old := w.Load()
+		if old&bit != 0 {
+			return false
+		}
+		if w.CompareAndSwap(old, old|bit) {
+			return true
+		}
+	}
 }
 
 // UUIDName is sample i's name in by-uuid: its id and its file name's extension.
@@ -326,10 +365,10 @@ type Epoch struct {
 	width  int // digits of the position prefix
 	stream *Stream
 
-	listOnce sync.Once
-	listSize int64 // size of file_list.txt
-	lineOnce sync.Once
-	lineEnd  []uint64 // lineEnd[k] = offset just past line k of file_list.txt
+	lists [2]fileListState // file_list.txt, and that of the .targets twin
+
+	seenOnce sync.Once
+	seen     []atomic.Uint64 // with targets: positions looked up (in either directory)
 
 	bindOnce sync.Once
 	bound    *arrivalState // arrival bindings, made on first use

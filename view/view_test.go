@@ -281,16 +281,16 @@ func TestFileList(t *testing.T) {
 			label := ix.Label(e.Order[k])
 			fmt.Fprintf(&want, "%s/%s %d\n", set.ClassNames()[label], e.EntryName(k), label)
 		}
-		if e.FileListSize() != int64(want.Len()) {
-			t.Errorf("start %d: size %d, want %d", start, e.FileListSize(), want.Len())
+		if e.FileListSize(false) != int64(want.Len()) {
+			t.Errorf("start %d: size %d, want %d", start, e.FileListSize(false), want.Len())
 		}
-		if got := e.ReadFileList(0, want.Len()+100); !bytes.Equal(got, want.Bytes()) {
+		if got := e.ReadFileList(0, want.Len()+100, false); !bytes.Equal(got, want.Bytes()) {
 			t.Errorf("start %d: file list differs:\n%s", start, got)
 		}
 		for _, piece := range []int{1, 7, 100, 4096} {
 			var got []byte
 			for off := int64(0); ; off += int64(piece) {
-				b := e.ReadFileList(off, piece)
+				b := e.ReadFileList(off, piece, false)
 				if len(b) == 0 {
 					break
 				}

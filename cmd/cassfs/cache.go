@@ -108,9 +108,9 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 		switch {
 		case d.Holds(i):
 			held++
-		case ix.Size(i) <= room:
+		case ix.BlobSize(i) <= room:
 			todo = append(todo, i)
-			room -= ix.Size(i)
+			room -= ix.BlobSize(i)
 		default:
 			skipped++
 		}

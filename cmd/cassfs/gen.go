@@ -47,6 +47,9 @@ function of the flags: the same --seed gives the same bytes.`,
 			}
 			root, csvPath := synth.Layout(o.Out)
 			fmt.Fprintf(c.OutOrStdout(), "generated %d images in %s, metadata in %s\n", o.Count, root, csvPath)
+			if o.Masks {
+				fmt.Fprintf(c.OutOrStdout(), "and a mask per image in %s\n", synth.MaskRoot(o.Out))
+			}
 			return nil
 		},
 	}
@@ -57,6 +60,7 @@ function of the flags: the same --seed gives the same bytes.`,
 	f.IntVar(&o.MeanSize, "mean-size", 110_000, "mean file size in bytes")
 	f.Float64Var(&o.PNGFraction, "png-fraction", 0.1, "share of PNG images (0 for none)")
 	f.IntVar(&o.Patients, "patients", 0, "number of patients (default count/25)")
+	f.BoolVar(&o.Masks, "masks", false, "also write a target per image, DIR/masks/<class>/<stem>.png: a 32x4 grayscale PNG whose first row is the image's SHA-256 and whose other rows are its class (for cassfs ingest --targets)")
 	f.Uint64Var(&o.Seed, "seed", 1, "random seed")
 	f.IntVar(&o.Workers, "workers", 2, "images encoded in parallel")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto, bar, lines, none")

@@ -360,7 +360,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
 	}
 	if f.prefetch > 0 {
-		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.Size, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
+		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.BlobSize, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
 		vc.Progress = m.prefetcher
 	}
 	m.metrics.watch(m.cache, m.prefetcher)
