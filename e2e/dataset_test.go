@@ -56,7 +56,7 @@ func TestDatasetCommands(t *testing.T) {
 	if !errors.Is(err, syscall.EIO) || time.Since(start) > 30*time.Second {
 		t.Errorf("a read from a mount of a deleted dataset: %v after %v, want EIO", err, time.Since(start))
 	}
-	if !strings.Contains(m.stderr.String(), "I/O error") {
+	if !m.stderr.waitFor("I/O error") {
 		t.Errorf("the mount logged no cause:\n%s", m.stderr.String())
 	}
 	m.stop(t)

@@ -185,6 +185,20 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// waitFor reports whether sub appears within 10 s. A process's stderr reaches the buffer
+// through a pipe and a copying goroutine, so a line the process wrote before answering a
+// request may arrive after the answer.
+func (s *syncBuf) waitFor(sub string) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.String(), sub) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
 // startMount runs "cassfs mount" on a new directory and waits until the tree is there. The
 // test's cleanup stops it with SIGTERM and requires a clean exit with nothing left mounted.
 func startMount(t testing.TB, dataset string, args ...string) *mounted {

@@ -295,7 +295,7 @@ func TestCassandraOutage(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	if !strings.Contains(m.stderr.String(), "I/O error") {
+	if !m.stderr.waitFor("I/O error") {
 		t.Errorf("the mount did not log the failures:\n%s", m.stderr.String())
 	}
 }

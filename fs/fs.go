@@ -11,6 +11,7 @@
 //	    epoch-<N>/             the split in epoch N's order; any N >= 0 resolves on lookup,
 //	                           a window of them is listed
 //	    epoch-<N>@<K>/         the same from position K on (a resumed job)
+//	    epoch-<N>[@<K>].targets/  with targets: the same, each sample's target
 //	      <class>/<pos>_<name> one directory per label; pos is the zero-padded position in
 //	                           the epoch, so names sort bytewise in epoch order
 //	      file_list.txt        DALI file_list: "<class>/<pos>_<name> <label>" per line, in

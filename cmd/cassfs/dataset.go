@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -129,7 +131,7 @@ func newDatasetShowCmd() *cobra.Command {
 	var db dbFlags
 	c := &cobra.Command{
 		Use:   "show --dataset NAME",
-		Short: "Show a dataset: classes with counts, metadata columns and their fill, splits",
+		Short: "Show a dataset: classes with counts, targets, metadata columns and their fill, splits",
 		Args:  noArgs("dataset show"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			return showDataset(c.Context(), st, c.OutOrStdout())
@@ -150,10 +152,16 @@ func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
 	}
 	perClass := make([]int, len(labels))
 	filled := map[string]int{}
-	var samples, bytes int64
+	var samples, bytes, targets, targetBytes int64
+	exts := map[string]bool{}
 	err = st.Scan(ctx, func(s store.Sample) error {
 		samples++
 		bytes += s.Size
+		if s.Target != nil {
+			targets++
+			targetBytes += s.Target.Size
+			exts[s.Target.Ext] = true
+		}
 		if s.Label >= 0 && s.Label < len(perClass) {
 			perClass[s.Label]++
 		}
@@ -172,6 +180,11 @@ func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(bytes)), createdText(created))
+	if targets > 0 {
+		fmt.Fprintf(out, "targets: %s of %s samples, %s (%s)\n", humanize.Comma(targets), humanize.Comma(samples), humanize.IBytes(uint64(targetBytes)), strings.Join(slices.Sorted(maps.Keys(exts)), " "))
+	} else {
+		fmt.Fprintln(out, "targets: none (cassfs ingest --targets adds them)")
+	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
 	for l, n := range labels {
