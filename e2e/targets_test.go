@@ -111,6 +111,27 @@ func TestTargetsWithReaders(t *testing.T) {
 			t.Errorf("the two shards of epoch 0 covered %d of %d samples", len(seen), n)
 		}
 	})
+	// Without labels: class_000's images and masks as flat directories (their masks say
+	// class 0, the one label of an unlabeled dataset).
+	t.Run("unlabeled", func(t *testing.T) {
+		flat, flatMasks := t.TempDir(), t.TempDir()
+		entries, err := os.ReadDir(filepath.Join(images, "class_000"))
+		check(t, err)
+		for _, e := range entries {
+			check(t, os.Symlink(filepath.Join(images, "class_000", e.Name()), filepath.Join(flat, e.Name())))
+			mask := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())) + ".png"
+			check(t, os.Symlink(filepath.Join(masks, "class_000", mask), filepath.Join(flatMasks, mask)))
+		}
+		plain := newDataset(t, "segflat")
+		if r := cassfs(t, "ingest", "-d", plain, "--progress", "none", "--unlabeled", "--targets", flatMasks, flat); r.code != 0 {
+			t.Fatalf("ingest --unlabeled: %s", r)
+		}
+		m := startMount(t, plain)
+		if _, err := os.Stat(filepath.Join(m.dir, "all", "epoch-0", "unlabeled")); err != nil {
+			t.Errorf("an unlabeled dataset's one class directory: %v", err)
+		}
+		read(t, "dali", filepath.Join(m.dir, "all", "epoch-0"), len(entries))
+	})
 }
 
 func check(t testing.TB, err error) {

@@ -73,7 +73,17 @@ func newMountCmd() *cobra.Command {
   MOUNTPOINT/<split>/epoch-<N>/<class>/<pos>_<name>   the split in epoch N's order
   MOUNTPOINT/<split>/epoch-<N>/file_list.txt          DALI file_list, in epoch order
   MOUNTPOINT/<split>/epoch-<N>@<K>/...                the same from position K on (resume)
+  MOUNTPOINT/<split>/epoch-<N>.targets/...            with targets: each sample's target
+  MOUNTPOINT/<split>/samples.csv                      every sample with its metadata
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
+
+Every file carries its sample's metadata as extended attributes (getfattr -d FILE):
+user.cassfs.uuid, .label, .class, .name (its path at ingest), .sha256, and
+user.<column> for each metadata column; under arrival binding, of the sample the name
+was bound to. A dataset ingested with --targets shows epoch-<N>.targets/ (and
+epoch-<N>@<K>.targets/) beside each epoch view: the same classes, positions and order,
+each sample's target (e.g. its mask) under the same position prefix, with its own
+file_list.txt; a position shows the same sample in both.
 
 The split "all" holds every sample; every split stored with "cassfs split create" (or
 those named by --splits) has a directory too. Epoch N's order is a pure function of the

@@ -9,14 +9,18 @@
 // A dataset is a keyspace. It holds these tables:
 //
 //   - blobs(id uuid PRIMARY KEY, label int, data blob): the encoded image with its label beside
-//     it, so one point read returns both. Not compressed: JPEG/PNG do not compress.
+//     it, so one point read returns both. Not compressed: JPEG/PNG do not compress. A
+//     sample's target (a mask) is a blob too, under store.TargetID of the sample's id.
 //   - samples(id uuid PRIMARY KEY, label int, name text, size bigint, checksum blob, crc32c
 //     int, <user columns>): everything a listing needs without touching blobs. name is the
 //     original path relative to the dataset root ("<class>/<file>"); checksum is the SHA-256
 //     of the blob, crc32c its CRC32C (as a signed int; null for samples written before the
 //     column existed, which a later write of the dataset adds). The
 //     user's metadata columns (patient_id, slide, ...) are text columns added on demand.
+//     target_ext, target_size, target_checksum and target_crc32c describe the sample's
+//     target (null without one; added to older datasets when written to again).
 //   - labels(label int PRIMARY KEY, name text): the class names.
+//   - info(key text PRIMARY KEY, value text): facts about the dataset ("created").
 //   - splits((bucket), name): one row per stored split (its size, chunk count, a SHA-256 of
 //     its members and the generation holding them), all in one small partition so that a
 //     set of splits is created or replaced by one atomic, isolated batch (and "create only
@@ -26,8 +30,9 @@
 //     makes no huge partition. Chunks are written before the rows that point to them;
 //     replaced or deleted chunks are removed after.
 //
-// Put writes the blob, then the samples row (the commit marker of store's contract); Scan is
-// a parallel scan of the samples table over token sub-ranges, never touching blobs.
+// Put writes the blob (and the target's), then the samples row (the commit marker of store's
+// contract); Scan is a parallel scan of the samples table over token sub-ranges, never
+// touching blobs.
 //
 // # Deadlines and bounds
 //
