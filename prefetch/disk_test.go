@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cassfs/cassfs/splits"
@@ -187,4 +188,53 @@ func dirBytes(t *testing.T, dir string) int64 {
 		return err
 	}))
 	return n
+}
+
+// A full disk: writes that do not fit fail, are counted and logged once, and the samples
+// are served all the same (from the database); what did fit is served from disk; nothing
+// wrong is ever served. A cache directory that is a file is a clear error.
+func TestDiskTierFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := t.TempDir()
+	storetest.Check(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"))
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	ctx := context.Background()
+	ix, next, calls := diskDataset(t, 20, "v1")
+	var logged bytes.Buffer
+	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, slog.New(slog.NewTextHandler(&logged, nil)))
+	storetest.Check(t, err)
+	defer d.Close()
+	fetch := d.Fetch(next)
+	for pass := range 2 {
+		for i := range uint32(ix.Len()) {
+			got, err := fetch(ctx, i)
+			want, _ := next(ctx, i)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("pass %d, sample %d: %v or wrong bytes", pass, i, err)
+			}
+		}
+	}
+	st := d.Stats()
+	if st.WriteErrors == 0 || st.Entries == 0 || st.Entries == ix.Len() {
+		t.Errorf("%d entries kept, %d write errors: want some of each on a disk this small", st.Entries, st.WriteErrors)
+	}
+	// Pass 2 fetched only what was not kept (each fetch above also calls next once more).
+	if fetched := calls.Load() - 2*int64(ix.Len()); fetched != int64(2*ix.Len()-st.Entries) {
+		t.Errorf("%d fetches from the database over two passes, want %d (all, then those not on disk)", fetched, 2*ix.Len()-st.Entries)
+	}
+	if n := strings.Count(logged.String(), "cannot write to the cache directory"); n != 1 {
+		t.Errorf("logged the write failure %d times, want once:\n%s", n, logged.String())
+	}
+
+	file := filepath.Join(t.TempDir(), "plain-file")
+	storetest.Check(t, os.WriteFile(file, nil, 0o600))
+	if _, err := OpenDiskTier(file, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory cassfs can write") {
+		t.Errorf("a cache directory that is a file: %v", err)
+	}
 }
