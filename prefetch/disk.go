@@ -266,11 +266,8 @@ func (d *DiskTier) Fetch(next Fetch) Fetch {
 // read returns sample i's entry if it holds one that verifies. The Cache fetches a sample
 // once at a time, so read and write never race for one sample.
 func (d *DiskTier) read(i uint32) ([]byte, bool) {
-	d.mu.Lock()
-	_, ok := d.held[i]
-	d.mu.Unlock()
-	if !ok {
-		return nil, false
+	if !d.Holds(i) {
+		return nil, false // none, or still being written
 	}
 	data, err := os.ReadFile(d.path(i))
 	if err == nil {
@@ -362,7 +359,8 @@ func (d *DiskTier) write(i uint32, data []byte) {
 	d.held[i] = n // reserved: a concurrent write of i stops above
 	d.bytes += n
 	d.mu.Unlock()
-	d.mark(i, true)
+	// Holds (and so Backing and Local) only once the file is there: an open arriving
+	// during the write would find no file, drop the reservation and orphan the entry.
 	p := d.path(i)
 	err := os.MkdirAll(filepath.Dir(p), 0o700)
 	var f *os.File
@@ -384,7 +382,9 @@ func (d *DiskTier) write(i uint32, data []byte) {
 			d.verified[i] = id
 			d.mu.Unlock()
 		}
-		if err != nil {
+		if err == nil {
+			d.mark(i, true)
+		} else {
 			os.Remove(f.Name())
 		}
 	}
@@ -396,7 +396,6 @@ func (d *DiskTier) write(i uint32, data []byte) {
 		delete(d.held, i)
 		d.bytes -= n
 		d.mu.Unlock()
-		d.mark(i, false)
 	}
 }
 

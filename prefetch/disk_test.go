@@ -5,10 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -236,5 +238,49 @@ func TestDiskTierFullDisk(t *testing.T) {
 	storetest.Check(t, os.WriteFile(file, nil, 0o600))
 	if _, err := OpenDiskTier(file, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory cassfs can write") {
 		t.Errorf("a cache directory that is a file: %v", err)
+	}
+}
+
+// An open (Backing) that arrives while the sample's entry is being written finds nothing
+// to pass through, and leaves the entry alone: when the write ends, the entry is held and
+// counted, so the files on disk are exactly the entries and within the bound.
+func TestDiskTierBackingDuringWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	ix, next, _ := diskDataset(t, 300, "v1")
+	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
+	storetest.Check(t, err)
+	defer d.Close()
+	fetch := d.Fetch(next)
+	var wg sync.WaitGroup
+	for i := range uint32(ix.Len()) {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			storetest.Must(fetch(ctx, i))(t)
+		}()
+		go func() { // the reader's open, racing the write
+			defer wg.Done()
+			for range 50 {
+				if f, ok := d.Backing(i); ok {
+					f.Close()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var files int
+	var size int64
+	storetest.Check(t, filepath.WalkDir(filepath.Join(dir, "ds"), func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			info, _ := e.Info()
+			files++
+			size += info.Size()
+		}
+		return err
+	}))
+	if st := d.Stats(); st.Entries != files || st.Bytes != size || files != ix.Len() {
+		t.Errorf("%d entries of %d bytes held, %d files of %d bytes on disk, %d samples fetched: an open during a write lost an entry", st.Entries, st.Bytes, files, size, ix.Len())
 	}
 }
