@@ -1,0 +1,179 @@
+package fs_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/view"
+)
+
+// BenchmarkCachedEpochSources compares where a cached epoch can be served from, with no
+// database in the way (an in-memory store) so that only the serving path is measured:
+// 4,000 samples of 80–140 KB, read by another process (16 goroutines, file_list.txt
+// order) after the page cache is dropped (drop_caches=1), three epochs each, from
+//
+//   - memory: the daemon's cache holds every blob, READs are answered from it;
+//   - disk: the disk tier on the disk, opens passed through to its files;
+//   - tmpfs: the disk tier on a tmpfs (/dev/shm), opens passed through: the memory tier
+//     as files, served by the kernel.
+//
+// Reported per source: files/s and the daemon's CPU per file (getrusage of this process,
+// which serves the mount; the reader is a child process).
+func BenchmarkCachedEpochSources(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("mounting and dropping the page cache need root")
+	}
+	ctx := context.Background()
+	st := memstore.New("test", memstore.Options{})
+	check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
+	const n = 4000
+	for i := range n {
+		name := fmt.Sprintf("%s/tile_%07d.jpg", []string{"a", "b", "c", "d"}[i%4], i)
+		data := make([]byte, 80_000+i*7919%60_000)
+		for k := range data {
+			data[k] = byte(i + k*7)
+		}
+		check(b, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: i % 4, Name: name, Size: int64(len(data)),
+			Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}, data, nil))
+	}
+	ix, err := splits.LoadIndex(ctx, st)
+	check(b, err)
+	for range b.N {
+		for _, source := range []string{"memory", "disk", "tmpfs"} {
+			cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len()})
+			var backing func(i uint32) (*os.File, bool)
+			arrived := cache.Has
+			if source != "memory" {
+				dir := b.TempDir()
+				if source == "tmpfs" {
+					dir = filepath.Join("/dev/shm", fmt.Sprintf("cassfs-bench-%d", os.Getpid()))
+					b.Cleanup(func() { os.RemoveAll(dir) })
+				}
+				d, err := prefetch.OpenDiskTier(dir, "test", ix, 1<<40, nil)
+				check(b, err)
+				b.Cleanup(func() { d.Close() })
+				cache = prefetch.NewCache(d.Fetch(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len(), Local: d.Holds})
+				backing = func(i uint32) (*os.File, bool) {
+					f, ok := d.Backing(i)
+					if ok {
+						cache.Drop(i)
+					}
+					return f, ok
+				}
+				arrived = func(i uint32) bool { return cache.Has(i) || d.Holds(i) }
+			}
+			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.BlobSize})
+			vs := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: view.Arrival, Arrived: arrived, Progress: p})
+			mnt := b.TempDir()
+			server, err := cfs.Mount(mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench"})
+			check(b, err)
+			readEpoch(b, filepath.Join(mnt, "all", "epoch-0")) // fills the cache or the tier
+			var files, cpu float64
+			var took time.Duration
+			for e := 1; e <= 3; e++ {
+				exec.Command("sync").Run()
+				check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
+				c0 := selfCPU()
+				took += readEpoch(b, filepath.Join(mnt, "all", fmt.Sprintf("epoch-%d", e)))
+				cpu += float64((selfCPU() - c0).Microseconds())
+				files += n
+			}
+			b.ReportMetric(files/took.Seconds(), source+"-files/s")
+			b.ReportMetric(cpu/files, source+"-daemon-cpu-us/file")
+			check(b, server.Unmount())
+			p.Close()
+			cache.Close()
+		}
+	}
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// readEpoch reads an epoch view in another process (this test binary as a reader: 16
+// goroutines over file_list.txt) and returns how long it took.
+func readEpoch(b *testing.B, root string) time.Duration {
+	b.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "CASSFS_READER_CHILD="+root)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil || strings.TrimSpace(string(out)) != "4000" {
+		b.Fatalf("reader: %v\n%s", err, out)
+	}
+	return took
+}
+
+// readerChild reads every file of the epoch view at root with 16 goroutines and prints
+// how many it read.
+func readerChild(root string) {
+	f, err := os.Open(filepath.Join(root, "file_list.txt"))
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	var paths []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		paths = append(paths, filepath.Join(root, line[:strings.LastIndexByte(line, ' ')]))
+	}
+	var next, done atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for k := int(next.Add(1)) - 1; k < len(paths); k = int(next.Add(1)) - 1 {
+				g, err := os.Open(paths[k])
+				if err != nil {
+					fmt.Println(err)
+					os.Exit(1)
+				}
+				for {
+					_, err := g.Read(buf)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						fmt.Println(err)
+						os.Exit(1)
+					}
+				}
+				g.Close()
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println(strconv.FormatInt(done.Load(), 10))
+	os.Exit(0)
+}
+
+func init() {
+	if root := os.Getenv("CASSFS_READER_CHILD"); root != "" {
+		readerChild(root)
+	}
+}
