@@ -49,7 +49,8 @@ type Cache struct {
 
 	mu         sync.Mutex                     // see the package doc's lock order
 	fresh      *simplelru.LRU[uint32, []byte] // guarded by mu; prefetched, not yet read
-	used       *simplelru.LRU[uint32, []byte] // guarded by mu; read at least once
+	used       usedSet                        // guarded by mu; read at least once
+	reads      uint64                         // guarded by mu; reads served: the clock of a known future
 	bytes      int64                          // guarded by mu; sum of cached blob lengths
 	freshBytes int64                          // guarded by mu
 	inflight   map[uint32]*call               // guarded by mu
@@ -106,11 +107,10 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	}
 	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
 	fresh, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
-	used, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
-		fresh: fresh, used: used, inflight: map[uint32]*call{},
+		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
 	}
 	if opts.Samples > 0 {
@@ -119,13 +119,27 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 	return c
 }
 
+// useFuture makes the cache evict, among read blobs, the one f says is read farthest
+// ahead (Belady's MIN) instead of the least recently read. Called once, before use.
+func (c *Cache) useFuture(f Future) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.used
+	c.used = newMinUsed(f, &c.reads)
+	for _, i := range old.keys() {
+		d, _ := old.peek(i)
+		c.used.add(i, d)
+	}
+}
+
 // MaxBytes is the cache's bound.
 func (c *Cache) MaxBytes() int64 { return c.maxBytes }
 
 // Get returns sample i's bytes, fetching them if needed.
 func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	c.mu.Lock()
-	if data, ok := c.used.Get(i); ok {
+	c.reads++
+	if data, ok := c.used.get(i); ok {
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
@@ -133,7 +147,7 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	if data, ok := c.fresh.Peek(i); ok {
 		c.fresh.Remove(i)
 		c.freshBytes -= int64(len(data))
-		c.used.Add(i, data)
+		c.used.add(i, data)
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
@@ -187,10 +201,10 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 	if c.fresh.Contains(i) || c.inflight[i] != nil {
 		return true
 	}
-	if data, ok := c.used.Peek(i); ok {
+	if data, ok := c.used.peek(i); ok {
 		// Read before (in an earlier epoch) and wanted again soon: make it fresh, or
 		// used-first eviction would drop it just before its reader arrives.
-		c.used.Remove(i)
+		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
 		return true
@@ -262,7 +276,7 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 		return
 	}
 	for c.bytes+n > c.maxBytes {
-		j, old, ok := c.used.RemoveOldest()
+		j, old, ok := c.used.victim()
 		if !ok {
 			if fresh {
 				c.stats.dropped.Add(1)
@@ -282,7 +296,7 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 		c.fresh.Add(i, data)
 		c.freshBytes += n
 	} else {
-		c.used.Add(i, data)
+		c.used.add(i, data)
 	}
 	c.bytes += n
 }
@@ -298,8 +312,8 @@ func (c *Cache) Drop(i uint32) {
 		c.fresh.Remove(i)
 		c.freshBytes -= int64(len(data))
 		c.bytes -= int64(len(data))
-	} else if data, ok := c.used.Peek(i); ok {
-		c.used.Remove(i)
+	} else if data, ok := c.used.peek(i); ok {
+		c.used.remove(i)
 		c.bytes -= int64(len(data))
 	} else {
 		return
@@ -316,7 +330,8 @@ func (c *Cache) Has(i uint32) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fresh.Contains(i) || c.used.Contains(i)
+	_, used := c.used.peek(i)
+	return c.fresh.Contains(i) || used
 }
 
 // mark records in the presence bitset whether sample i is cached; mu is held, so writers
@@ -336,7 +351,7 @@ func (c *Cache) mark(i uint32, on bool) {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
-	s := CacheStats{Bytes: c.bytes, FreshBytes: c.freshBytes, Entries: c.used.Len() + c.fresh.Len(),
+	s := CacheStats{Bytes: c.bytes, FreshBytes: c.freshBytes, Entries: c.used.len() + c.fresh.Len(),
 		InFlight: len(c.inflight), Prefetches: c.prefetches}
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.Waits = c.stats.hits.Load(), c.stats.misses.Load(), c.stats.waits.Load()
@@ -362,22 +377,23 @@ func (c *Cache) checkInvariants() error {
 	for _, i := range c.fresh.Keys() {
 		data, _ := c.fresh.Peek(i)
 		fresh += int64(len(data))
-		if c.used.Contains(i) {
+		if _, ok := c.used.peek(i); ok {
 			return fmt.Errorf("sample %d is both fresh and used", i)
 		}
 		if c.inflight[i] != nil {
 			return fmt.Errorf("sample %d is cached and in flight", i)
 		}
 	}
-	for _, i := range c.used.Keys() {
-		data, _ := c.used.Peek(i)
+	for _, i := range c.used.keys() {
+		data, _ := c.used.peek(i)
 		used += int64(len(data))
 	}
 	if c.present != nil {
 		for w := range c.present {
 			for b := range 64 {
 				i := uint32(w*64 + b)
-				if on := c.present[w].Load()&(1<<b) != 0; on != (c.fresh.Contains(i) || c.used.Contains(i)) {
+				_, used := c.used.peek(i)
+				if on := c.present[w].Load()&(1<<b) != 0; on != (c.fresh.Contains(i) || used) {
 					return fmt.Errorf("sample %d: presence bit %v, cached %v", i, on, !on)
 				}
 			}

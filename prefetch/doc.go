@@ -14,9 +14,11 @@
 // fail the others; it is bounded by the fetch function's own deadline.
 //
 // Memory is bounded in bytes. Blobs are either fresh (prefetched, not yet read) or used
-// (read at least once). When a new blob would exceed the bound, used blobs go first, least
-// recently used first: a sample read in this epoch is not needed again until the next, while
-// a fresh one is about to be. A prefetched blob that finds only fresh blobs to evict is
+// (read at least once). When a new blob would exceed the bound, used blobs go first: a
+// sample read in this epoch is not needed again until the next, while a fresh one is about
+// to be. Among used blobs, with a prefetcher that knows its streams' orders
+// (Options.Samples), the one read farthest ahead goes first (see Clairvoyant eviction);
+// otherwise the least recently used. A prefetched blob that finds only fresh blobs to evict is
 // dropped instead (the ones already there are needed sooner); a demand-read blob evicts the
 // oldest fresh ones. Prefetching reserves room for what it has in flight (the caller knows
 // each blob's size from the index), so arrivals find their room. A blob larger than the
@@ -30,8 +32,14 @@
 // Clairvoyant (clairvoyant.go) is Belady's MIN over that future (an EpochFuture holds the
 // current and the next epoch's orders, which in a stream of permutations is every next
 // use there is): it evicts the held sample needed farthest ahead and declines to admit one
-// needed later still. It is the policy for a cache that outlives an epoch; the Cache above
-// does not use it yet.
+// needed later still. The Cache uses it for its used blobs when the Prefetcher publishes its
+// streams' future (future.go: each stream's current and next epoch order, inverted, with
+// the readers' position, through atomics, since the cache asks under its own lock). Its
+// clock is the cache's count of reads; a blob's next read is that count plus the reads
+// before the nearest stream reaches it. With half a split cached, later epochs then fetch
+// about half the split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext).
+// The disk tier fills and keeps instead: on permutation traces that equals MIN
+// (BenchmarkEvictionPolicies) and never rewrites the disk.
 //
 // # Prefetcher
 //
@@ -124,5 +132,6 @@
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
 // another lock. Stream.Order is called with no lock of this package held. DiskTier.mu is
 // a leaf: nothing else is taken while it is held, and DiskTier.Holds takes no lock (it is
-// asked under Cache.mu).
+// asked under Cache.mu). Prefetcher.Next, asked under Cache.mu when the cache evicts,
+// takes no lock either: it reads what the streams publish through atomics.
 package prefetch

@@ -19,6 +19,11 @@ type Options struct {
 	NextEpochAhead int
 	// Now is the clock the controller measures with (default time.Now); tests set it.
 	Now func() time.Time
+	// Samples, if set, is the number of samples (canonical indices 0 .. Samples-1): the
+	// prefetcher then tells the cache when each blob will be read again, and the cache
+	// evicts the one read farthest ahead (future.go). It costs 8 bytes per sample per
+	// stream.
+	Samples int
 }
 
 func (o *Options) defaults(cacheBytes int64) {
@@ -64,7 +69,8 @@ type Prefetcher struct {
 	latency minFilter    // the link's latency: smallest prefetch latency of the horizon
 
 	mu      sync.Mutex
-	streams map[Stream]*stream // guarded by mu
+	streams map[Stream]*stream        // guarded by mu
+	all     atomic.Pointer[[]*stream] // every stream, for Next without mu (copied on change)
 }
 
 type stream struct {
@@ -85,6 +91,9 @@ type stream struct {
 	nextPos   int
 	issued    int64 // guarded by mu
 	blocked   bool  // guarded by mu; the cache refused the last prefetch (counted in Prefetcher.blocked)
+
+	fut     atomic.Pointer[streamFuture] // with Options.Samples: the known future (future.go)
+	headPos atomic.Int64                 // head, for Next without mu
 }
 
 // NewPrefetcher returns a prefetcher filling cache. It takes over the cache's arrival
@@ -95,6 +104,9 @@ func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 	cache.mu.Lock()
 	cache.onArrive = p.arrived
 	cache.mu.Unlock()
+	if opts.Samples > 0 {
+		cache.useFuture(p)
+	}
 	return p
 }
 
@@ -107,11 +119,24 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 		return s
 	}
 	cur := src.Order(epoch) // outside every lock
+	var inv []uint32
+	if p.opts.Samples > 0 {
+		inv = invert(cur, p.opts.Samples)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s = p.streams[src]; s == nil {
 		s = &stream{src: src, epoch: epoch, cur: cur, limit: p.opts.InitialWindow, window: min(p.opts.MaxWindow, p.opts.InitialWindow)}
+		s.headPos.Store(-1)
+		if inv != nil {
+			s.publish(inv, nil)
+		}
 		p.streams[src] = s
+		all := make([]*stream, 0, len(p.streams))
+		for _, x := range p.streams {
+			all = append(all, x)
+		}
+		p.all.Store(&all)
 	}
 	return s
 }
@@ -123,15 +148,21 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 		return
 	}
 	s := p.stream(src, epoch)
-	var order []uint32 // epoch's order, when the stream moves on to it
+	var order, inv []uint32 // epoch's order (and its inverse), when the stream moves on to it
 	s.mu.Lock()
 	for epoch > s.epoch {
 		if epoch == s.epoch+1 && s.next != nil {
 			order = s.next
+			if f := s.fut.Load(); f != nil {
+				inv = f.next
+			}
 		}
 		if order == nil {
 			s.mu.Unlock()
 			order = src.Order(epoch) // outside every lock
+			if p.opts.Samples > 0 {
+				inv = invert(order, p.opts.Samples)
+			}
 			s.mu.Lock()
 			continue // the stream may have moved meanwhile
 		}
@@ -142,6 +173,12 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 			s.nextEpoch, s.nextPos = 0, 0
 		}
 		s.cur, s.epoch, s.next, s.accessed = order, epoch, nil, 0
+		if p.opts.Samples > 0 {
+			if inv == nil {
+				inv = invert(order, p.opts.Samples)
+			}
+			s.publish(inv, nil)
+		}
 	}
 	if epoch < s.epoch {
 		s.mu.Unlock()
@@ -149,6 +186,7 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 	}
 	s.accessed++
 	s.head = min(s.accessed, len(s.cur)) - 1
+	s.headPos.Store(int64(s.head))
 	s.consumed++
 	now := p.opts.Now()
 	lat := p.latency.get(now)
@@ -168,9 +206,16 @@ func (p *Prefetcher) pump(s *stream, needNext bool) {
 		e := s.epoch + 1
 		s.mu.Unlock()
 		order := s.src.Order(e)
+		var inv []uint32
+		if p.opts.Samples > 0 {
+			inv = invert(order, p.opts.Samples)
+		}
 		s.mu.Lock()
 		if s.epoch+1 == e && s.next == nil {
 			s.next = order
+			if f := s.fut.Load(); f != nil && inv != nil {
+				s.publish(f.cur, inv)
+			}
 		}
 		needNext = p.pumpLocked(s)
 		s.mu.Unlock()

@@ -337,7 +337,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
 	// user wins.
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*100 + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
+		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
 	m.metrics.pprof = f.pprof
@@ -372,7 +372,8 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
 	}
 	if f.prefetch > 0 {
-		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.BlobSize, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO})
+		// Samples: the cache evicts the blob the known epoch orders read farthest ahead.
+		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.BlobSize, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO, Samples: ix.Len()})
 		vc.Progress = m.prefetcher
 	}
 	m.metrics.watch(m.cache, m.prefetcher)

@@ -1,0 +1,67 @@
+package prefetch
+
+import "math"
+
+// The prefetcher knows the future: each stream's current and next epoch orders. Published
+// as a Future, it lets the cache evict the blob read farthest ahead (Belady's MIN, see
+// Clairvoyant) instead of the least recently used one, which under a new permutation every
+// epoch keeps roughly the wrong blobs. With Options.Samples set, each stream keeps the
+// inverse of its current and next epoch's order (4 bytes per sample each) and publishes
+// them with its readers' position through atomics: the cache asks under its own lock,
+// which comes after the streams' locks, so answering must take none.
+
+// absent marks a sample that is not in an epoch's order (another split or shard).
+const absent = math.MaxUint32
+
+// streamFuture is a stream's known future, immutable once published.
+type streamFuture struct {
+	n    uint64   // positions in the current epoch
+	cur  []uint32 // sample → position in the current epoch, or absent
+	next []uint32 // the same for the next epoch; nil until its order is known
+}
+
+// invert returns sample → position in order for samples samples.
+func invert(order []uint32, samples int) []uint32 {
+	inv := make([]uint32, samples)
+	for k := range inv {
+		inv[k] = absent
+	}
+	for k, s := range order {
+		if int(s) < samples {
+			inv[s] = uint32(k)
+		}
+	}
+	return inv
+}
+
+// publish makes the stream's future known to Next. s.mu is held.
+func (s *stream) publish(cur, next []uint32) {
+	s.fut.Store(&streamFuture{n: uint64(len(s.cur)), cur: cur, next: next})
+}
+
+// Next implements Future for the cache: now plus the fewest reads, in any stream, before
+// sample is read again (counted from each stream's readers' position), or Never when no
+// known order reads it again.
+func (p *Prefetcher) Next(sample uint32, now uint64) uint64 {
+	all := p.all.Load()
+	if all == nil {
+		return Never
+	}
+	best := uint64(Never)
+	for _, s := range *all {
+		f := s.fut.Load()
+		if f == nil || int(sample) >= len(f.cur) {
+			continue
+		}
+		h := uint64(s.headPos.Load() + 1) // the next position to be read
+		if pos := f.cur[sample]; pos != absent && uint64(pos) >= h {
+			best = min(best, uint64(pos)-h)
+		} else if f.next != nil && f.next[sample] != absent {
+			best = min(best, f.n-min(h, f.n)+uint64(f.next[sample]))
+		}
+	}
+	if best == Never {
+		return Never
+	}
+	return now + best
+}

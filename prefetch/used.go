@@ -1,0 +1,83 @@
+package prefetch
+
+import "github.com/hashicorp/golang-lru/v2/simplelru"
+
+// usedSet holds the blobs readers have read, which the cache evicts first. Without a known
+// future it is LRU; with one (Cache.useFuture) it is Belady's MIN over that future
+// (Clairvoyant): the blob evicted is the one whose next read is farthest ahead, so that
+// from one epoch to the next the cache keeps what the next epoch reads first instead of
+// what the last one read last. All methods are called under the cache's lock.
+type usedSet interface {
+	get(i uint32) ([]byte, bool) // a read: LRU moves it to the front
+	peek(i uint32) ([]byte, bool)
+	add(i uint32, data []byte)
+	remove(i uint32)
+	victim() (uint32, []byte, bool) // removes and returns the blob to evict first
+	len() int
+	keys() []uint32
+}
+
+type lruUsed struct {
+	l *simplelru.LRU[uint32, []byte]
+}
+
+func newLRUUsed() *lruUsed {
+	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
+	l, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
+	return &lruUsed{l}
+}
+
+func (u *lruUsed) get(i uint32) ([]byte, bool)  { return u.l.Get(i) }
+func (u *lruUsed) peek(i uint32) ([]byte, bool) { return u.l.Peek(i) }
+func (u *lruUsed) add(i uint32, data []byte)    { u.l.Add(i, data) }
+func (u *lruUsed) remove(i uint32)              { u.l.Remove(i) }
+func (u *lruUsed) victim() (uint32, []byte, bool) {
+	return u.l.RemoveOldest()
+}
+func (u *lruUsed) len() int       { return u.l.Len() }
+func (u *lruUsed) keys() []uint32 { return u.l.Keys() }
+
+// minUsed is the used set under a known future. Its clock counts the cache's reads.
+type minUsed struct {
+	data   map[uint32][]byte
+	policy *Clairvoyant
+	now    *uint64 // the cache's read counter
+}
+
+func newMinUsed(f Future, now *uint64) *minUsed {
+	return &minUsed{data: map[uint32][]byte{}, policy: NewClairvoyant(f), now: now}
+}
+
+func (u *minUsed) get(i uint32) ([]byte, bool) {
+	d, ok := u.data[i]
+	if ok {
+		u.policy.Used(i, *u.now)
+	}
+	return d, ok
+}
+func (u *minUsed) peek(i uint32) ([]byte, bool) { d, ok := u.data[i]; return d, ok }
+func (u *minUsed) add(i uint32, data []byte) {
+	u.data[i] = data
+	u.policy.Add(i, *u.now)
+}
+func (u *minUsed) remove(i uint32) {
+	delete(u.data, i)
+	u.policy.Remove(i)
+}
+func (u *minUsed) victim() (uint32, []byte, bool) {
+	i, _, ok := u.policy.Victim(*u.now)
+	if !ok {
+		return 0, nil, false
+	}
+	d := u.data[i]
+	u.remove(i)
+	return i, d, true
+}
+func (u *minUsed) len() int { return len(u.data) }
+func (u *minUsed) keys() []uint32 {
+	out := make([]uint32, 0, len(u.data))
+	for i := range u.data {
+		out = append(out, i)
+	}
+	return out
+}
