@@ -10,6 +10,9 @@ import "math"
 // them with its readers' position through atomics: the cache asks under its own lock,
 // which comes after the streams' locks, so answering must take none.
 
+// readingSpan is how many positions behind the readers a sample still counts as being read.
+const readingSpan = 128
+
 // absent marks a sample that is not in an epoch's order (another split or shard).
 const absent = math.MaxUint32
 
@@ -54,9 +57,16 @@ func (p *Prefetcher) Next(sample uint32, now uint64) uint64 {
 			continue
 		}
 		h := uint64(s.headPos.Load() + 1) // the next position to be read
-		if pos := f.cur[sample]; pos != absent && uint64(pos) >= h {
+		pos := f.cur[sample]
+		switch {
+		case pos != absent && uint64(pos) >= h:
 			best = min(best, uint64(pos)-h)
-		} else if f.next != nil && f.next[sample] != absent {
+		case pos != absent && h-uint64(pos) <= readingSpan:
+			// Just looked up: its file may still be being read (the kernel splits a file
+			// into several READs, and readers run side by side), so it counts as needed
+			// until the readers are readingSpan positions past it.
+			best = min(best, readingSpan-(h-uint64(pos)))
+		case f.next != nil && f.next[sample] != absent:
 			best = min(best, f.n-min(h, f.n)+uint64(f.next[sample]))
 		}
 	}

@@ -64,33 +64,45 @@ func TestFutureEvictionKeepsWhatIsReadNext(t *testing.T) {
 }
 
 // Next: the reads before a sample is read again, from the readers' position, in this
-// epoch or the next; Never for a sample no known order reads.
+// epoch or the next; a sample the readers just passed counts as still being read for
+// readingSpan positions; Never for a sample no known order reads.
 func TestPrefetcherNext(t *testing.T) {
+	const n = 300
 	c := NewCache(newCountingFetch(10).fetch, CacheOptions{MaxBytes: 1 << 20})
 	defer c.Close()
 	still := time.Now()
-	p := NewPrefetcher(c, Options{Size: sizeOf, Samples: 10, InitialWindow: 1, MaxWindow: 1, MaxInFlight: 1, Now: func() time.Time { return still }})
+	p := NewPrefetcher(c, Options{Size: sizeOf, Samples: n + 1, InitialWindow: 1, MaxWindow: 1, MaxInFlight: 1, Now: func() time.Time { return still }})
 	defer p.Close()
+	// Epoch 0 reads 0, 1, ..., n-1; epoch 1 reads them backwards. Sample n is in neither.
 	st := &testStream{"s", func(e uint64) []uint32 {
-		if e == 0 {
-			return []uint32{4, 2, 7, 1}
+		o := make([]uint32, n)
+		for k := range o {
+			o[k] = uint32(k)
+			if e == 1 {
+				o[k] = uint32(n - 1 - k)
+			}
 		}
-		return []uint32{1, 7, 4, 2}
+		return o
 	}}
-	p.Access(st, 0) // readers at position 0 (sample 4)
-	p.Access(st, 0) // position 1 (sample 2)
+	for range 200 { // readers at position 199
+		p.Access(st, 0)
+	}
 	settle(t, c)
-	for sample, want := range map[uint32]uint64{7: 100, 1: 101, 9: Never} {
-		if got := p.Next(sample, 100); got != want {
-			t.Errorf("at position 1: Next(%d) = %d, want %d", sample, got, want)
+	for sample, want := range map[uint32]uint64{
+		250: 1000 + 50,               // ahead in this epoch: 50 reads on
+		190: 1000 + readingSpan - 10, // passed 10 positions ago: still being read
+		10:  Never,                   // passed long ago, and the next epoch is not known yet
+		n:   Never,                   // in no order
+	} {
+		if got := p.Next(sample, 1000); got != want {
+			t.Errorf("at position 199: Next(%d) = %d, want %d", sample, got, want)
 		}
 	}
-	p.Access(st, 0)
-	p.Access(st, 0) // position 3, the last: the next epoch's order is known now
+	for range n - 200 { // the end of epoch 0: the next epoch's order is known now
+		p.Access(st, 0)
+	}
 	settle(t, c)
-	for sample, want := range map[uint32]uint64{1: 100, 7: 101, 4: 102, 2: 103, 9: Never} {
-		if got := p.Next(sample, 100); got != want {
-			t.Errorf("at the end of epoch 0: Next(%d) = %d, want %d", sample, got, want)
-		}
+	if got, want := p.Next(10, 1000), uint64(1000+n-10-1); got != want {
+		t.Errorf("at the end of epoch 0: Next(10) = %d, want %d (position %d of epoch 1)", got, want, n-10-1)
 	}
 }
