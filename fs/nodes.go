@@ -251,15 +251,13 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	e := d.fs.views.Epoch(d.key)
 	members := e.ByClass[d.label]
+	ino := uint64(firstSampleIno)
 	if d.targets {
-		return openListing(len(members), func(j int) fuse.DirEntry {
-			k := members[j]
-			return fuse.DirEntry{Name: e.TargetEntryName(k), Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(e.Order[k])}
-		})
+		ino = firstTargetIno
 	}
 	return openListing(len(members), func(j int) fuse.DirEntry {
 		k := members[j]
-		return fuse.DirEntry{Name: e.EntryName(k), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(e.Order[k])}
+		return fuse.DirEntry{Name: e.NameAt(k, d.targets), Mode: syscall.S_IFREG, Ino: ino + uint64(e.Order[k])}
 	})
 }
 

@@ -141,6 +141,27 @@ func TestTargetsInLockstep(t *testing.T) {
 			if st := cache.Stats(); st.Misses+st.Prefetched > 2*n {
 				t.Errorf("%d fetches for two epochs of %d samples with their targets: a target costs no fetch of its own", st.Misses+st.Prefetched, n)
 			}
+			// A targets class directory lists the targets of its file list's lines, with
+			// their own inodes.
+			list, err := os.ReadFile(filepath.Join(mnt, "all", "epoch-0.targets", "file_list.txt"))
+			check(t, err)
+			var want []string
+			for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
+				if name, _ := splitLine(line); strings.HasPrefix(name, "dog/") {
+					want = append(want, strings.TrimPrefix(name, "dog/"))
+				}
+			}
+			names, entries := readNames(t, filepath.Join(mnt, "all", "epoch-0.targets", "dog"))
+			if slices.Sort(names); !slices.Equal(names, want) {
+				t.Errorf("epoch-0.targets/dog lists %q, want %q", names, want)
+			}
+			imgs, _ := readNames(t, filepath.Join(mnt, "all", "epoch-0", "dog"))
+			var st, ist syscall.Stat_t
+			check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0.targets", "dog", entries[0].Name()), &st))
+			check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0", "dog", imgs[0]), &ist))
+			if st.Ino == ist.Ino {
+				t.Errorf("a target shares its image's inode %d", st.Ino)
+			}
 			// A resumed view and its targets twin.
 			got := readPairs(t, f, filepath.Join(mnt, "all", "epoch-2@40"), false)
 			if len(got) != n-40 {

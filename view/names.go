@@ -118,9 +118,9 @@ type fileListState struct {
 	lineEnd  []uint64 // lineEnd[k] = offset just past line k
 }
 
-// entryNameOf is the file name at index k of the view's order: the sample's, or (targets)
-// its target's.
-func (e *Epoch) entryNameOf(k uint32, targets bool) string {
+// NameAt is the file name at index k of the view's order: the sample's, or (targets) its
+// target's in the view's targets twin.
+func (e *Epoch) NameAt(k uint32, targets bool) string {
 	if targets {
 		return e.TargetEntryName(k)
 	}
@@ -188,7 +188,7 @@ func (e *Epoch) ReadFileList(off int64, n int, targets bool) []byte {
 		label := ix.Label(e.Order[pos])
 		buf = append(buf, e.set.classNames[label]...)
 		buf = append(buf, '/')
-		buf = append(buf, e.entryNameOf(pos, targets)...)
+		buf = append(buf, e.NameAt(pos, targets)...)
 		buf = append(buf, ' ')
 		buf = strconv.AppendInt(buf, int64(label), 10)
 		buf = append(buf, '\n')
