@@ -28,7 +28,8 @@ import (
 const memOverhead = 128 << 20
 
 // The resident memory --help promises: the cache, rssPerSample bytes per sample (the index
-// at ~81 bytes, four epoch orders and the "all" split at 36) and rssOverhead (memOverhead,
+// at ~85 bytes, four epoch orders and the "all" split at 36, the known future of the split
+// read at 8) and rssOverhead (memOverhead,
 // and what the heap limit does not count: the binary, thread stacks, the runtime's free
 // pages). The e2e tests read these numbers from --help and hold the mount to them.
 const (
@@ -143,7 +144,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
-	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view)", rssPerSample, rssOverhead>>20))
+	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with metadata columns: ~4 bytes per column and each distinct value once)", rssPerSample, rssOverhead>>20))
 	fl.StringVar(&f.cacheDir, "cache-dir", "", "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
 	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full it keeps what it has")
 	fl.IntVar(&f.prefetch, "prefetch", 8192, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
