@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // TestTargetsWithReaders: a generated segmentation dataset (a mask per image whose pixels
@@ -50,7 +52,7 @@ func TestTargetsWithReaders(t *testing.T) {
 		t.Fatalf("masks of class_000: %v", err)
 	}
 	orig := filepath.Join(first, entries[0].Name())
-	check(t, os.Rename(orig, filepath.Join(first, "stray.png")))
+	storetest.Check(t, os.Rename(orig, filepath.Join(first, "stray.png")))
 	r := cassfs(t, "ingest", "-d", name, "--progress", "none", "--targets", masks, images)
 	if r.code == 0 || !strings.Contains(r.stderr, "class_000/stray.png matches no image") || !strings.Contains(r.stderr, "has no target") {
 		t.Errorf("ingest with a mismatched target: %s", r)
@@ -58,7 +60,7 @@ func TestTargetsWithReaders(t *testing.T) {
 	if r := cassfs(t, "dataset", "list"); strings.Contains(r.stdout, name) {
 		t.Errorf("a failed ingest left dataset %s behind:\n%s", name, r.stdout)
 	}
-	check(t, os.Rename(filepath.Join(first, "stray.png"), orig))
+	storetest.Check(t, os.Rename(filepath.Join(first, "stray.png"), orig))
 	if r := cassfs(t, "ingest", "-d", name, "--progress", "none", "--targets", masks, images); r.code != 0 {
 		t.Fatalf("ingest --targets: %s", r)
 	}
@@ -116,11 +118,11 @@ func TestTargetsWithReaders(t *testing.T) {
 	t.Run("unlabeled", func(t *testing.T) {
 		flat, flatMasks := t.TempDir(), t.TempDir()
 		entries, err := os.ReadDir(filepath.Join(images, "class_000"))
-		check(t, err)
+		storetest.Check(t, err)
 		for _, e := range entries {
-			check(t, os.Symlink(filepath.Join(images, "class_000", e.Name()), filepath.Join(flat, e.Name())))
+			storetest.Check(t, os.Symlink(filepath.Join(images, "class_000", e.Name()), filepath.Join(flat, e.Name())))
 			mask := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())) + ".png"
-			check(t, os.Symlink(filepath.Join(masks, "class_000", mask), filepath.Join(flatMasks, mask)))
+			storetest.Check(t, os.Symlink(filepath.Join(masks, "class_000", mask), filepath.Join(flatMasks, mask)))
 		}
 		plain := newDataset(t, "segflat")
 		if r := cassfs(t, "ingest", "-d", plain, "--progress", "none", "--unlabeled", "--targets", flatMasks, flat); r.code != 0 {
@@ -132,11 +134,4 @@ func TestTargetsWithReaders(t *testing.T) {
 		}
 		read(t, "dali", filepath.Join(m.dir, "all", "epoch-0"), len(entries))
 	})
-}
-
-func check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }

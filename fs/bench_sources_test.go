@@ -21,6 +21,7 @@ import (
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/cassfs/cassfs/view"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 	}
 	ctx := context.Background()
 	st := memstore.New("test", memstore.Options{})
-	check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
+	storetest.Check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
 	const n = 4000
 	for i := range n {
 		name := fmt.Sprintf("%s/tile_%07d.jpg", []string{"a", "b", "c", "d"}[i%4], i)
@@ -50,11 +51,11 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 		for k := range data {
 			data[k] = byte(i + k*7)
 		}
-		check(b, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: i % 4, Name: name, Size: int64(len(data)),
+		storetest.Check(b, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: i % 4, Name: name, Size: int64(len(data)),
 			Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}, data, nil))
 	}
 	ix, err := splits.LoadIndex(ctx, st)
-	check(b, err)
+	storetest.Check(b, err)
 	for range b.N {
 		for _, source := range []string{"memory", "disk", "tmpfs"} {
 			cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len()})
@@ -67,7 +68,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 					b.Cleanup(func() { os.RemoveAll(dir) })
 				}
 				d, err := prefetch.OpenDiskTier(dir, "test", ix, 1<<40, nil)
-				check(b, err)
+				storetest.Check(b, err)
 				b.Cleanup(func() { d.Close() })
 				cache = prefetch.NewCache(d.Fetch(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len(), Local: d.Holds})
 				backing = func(i uint32) (*os.File, bool) {
@@ -83,13 +84,13 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 			vs := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: view.Arrival, Arrived: arrived, Progress: p})
 			mnt := b.TempDir()
 			server, err := cfs.Mount(mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench"})
-			check(b, err)
+			storetest.Check(b, err)
 			readEpoch(b, filepath.Join(mnt, "all", "epoch-0")) // fills the cache or the tier
 			var files, cpu float64
 			var took time.Duration
 			for e := 1; e <= 3; e++ {
 				exec.Command("sync").Run()
-				check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
+				storetest.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
 				c0 := selfCPU()
 				took += readEpoch(b, filepath.Join(mnt, "all", fmt.Sprintf("epoch-%d", e)))
 				cpu += float64((selfCPU() - c0).Microseconds())
@@ -97,7 +98,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 			}
 			b.ReportMetric(files/took.Seconds(), source+"-files/s")
 			b.ReportMetric(cpu/files, source+"-daemon-cpu-us/file")
-			check(b, server.Unmount())
+			storetest.Check(b, server.Unmount())
 			p.Close()
 			cache.Close()
 		}

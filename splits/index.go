@@ -202,6 +202,9 @@ func (ix *Index) Name(i uint32) string {
 	return string(ix.names[ix.nameOff[i]:ix.nameOff[i+1]])
 }
 
+// Path is sample i's path at ingest: "<class>/<file>", the class being its label's name.
+func (ix *Index) Path(i uint32) string { return ix.labels[ix.label[i]] + "/" + ix.Name(i) }
+
 // NameLen is len(ix.Name(i)) without building the string.
 func (ix *Index) NameLen(i uint32) int { return int(ix.nameOff[i+1] - ix.nameOff[i]) }
 

@@ -45,7 +45,7 @@ func (s *Set) Attr(i uint32, name string) ([]byte, bool) {
 	case "user.cassfs.class":
 		return []byte(ix.Labels()[ix.Label(i)]), true
 	case "user.cassfs.name":
-		return []byte(ix.Labels()[ix.Label(i)] + "/" + ix.Name(i)), true
+		return []byte(ix.Path(i)), true
 	case "user.cassfs.sha256":
 		sum := ix.Checksum(i)
 		return hex.AppendEncode(nil, sum[:]), true

@@ -96,7 +96,7 @@ func (t *Table) appendRow(buf []byte, i uint32) []byte {
 	buf = append(buf, ',')
 	buf = appendField(buf, ix.Name(i))
 	buf = append(buf, ',')
-	buf = appendField(buf, ix.Labels()[label]+"/"+ix.Name(i))
+	buf = appendField(buf, ix.Path(i))
 	buf = append(buf, ',')
 	buf = strconv.AppendInt(buf, ix.Size(i), 10)
 	buf = append(buf, ',')
