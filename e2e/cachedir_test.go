@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,12 +25,12 @@ func TestCacheDir(t *testing.T) {
 	d := sharedDataset(t)
 	cacheDir := t.TempDir()
 	args := []string{"--cache-dir", cacheDir, "--cache-dir-size", "1GiB", "--metrics-addr", "127.0.0.1:0", "--order", "strict"}
-	readEpoch := func(m *mounted) {
+	readEpochOf := func(m *mounted, epoch string, want int) {
 		t.Helper()
-		root := filepath.Join(m.dir, "all", "epoch-0")
+		root := filepath.Join(m.dir, "all", epoch)
 		names, _ := fileList(t, root)
-		if len(names) != len(d.sha) {
-			t.Fatalf("epoch 0 lists %d files, want %d", len(names), len(d.sha))
+		if len(names) != want {
+			t.Fatalf("%s lists %d files, want %d", epoch, len(names), want)
 		}
 		parallel(t, 8, len(names), func(k int) error {
 			data, err := os.ReadFile(filepath.Join(root, names[k]))
@@ -43,6 +44,7 @@ func TestCacheDir(t *testing.T) {
 			return nil
 		})
 	}
+	readEpoch := func(m *mounted) { t.Helper(); readEpochOf(m, "epoch-0", len(d.sha)) }
 	fetches := func(url string) float64 { v, _ := metricValue(scrape(t, url), "cassfs_fetch_seconds_count"); return v }
 	warm := []string{"cache", "warm", "-d", d.name, "--cache-dir", cacheDir, "--cache-dir-size", "1GiB", "--progress", "none"}
 
@@ -119,6 +121,36 @@ func TestCacheDir(t *testing.T) {
 	if r := cassfs(t, "cache", "show", "--cache-dir", cacheDir); !strings.Contains(r.stdout, "holds no dataset") {
 		t.Errorf("cache show after clear: %s", r)
 	}
+
+	// A directory bounded to half the dataset, filled by cache warm: a mount of one of two
+	// shards replaces files its epochs read late or never by those they read soon, within
+	// the bound, every byte right.
+	var total int64
+	filepath.WalkDir(d.root, func(p string, e os.DirEntry, err error) error {
+		if fi, ierr := e.Info(); err == nil && ierr == nil && !e.IsDir() {
+			total += fi.Size()
+		}
+		return err
+	})
+	half := strconv.FormatInt(total/2, 10)
+	if r := cassfs(t, "cache", "warm", "-d", d.name, "--cache-dir", cacheDir, "--cache-dir-size", half, "--progress", "none"); r.code != 0 {
+		t.Fatalf("cache warm of half: %s", r)
+	}
+	m = startMount(t, d.name, "--cache-dir", cacheDir, "--cache-dir-size", half, "--metrics-addr", "127.0.0.1:0", "--order", "strict", "--shard", "0/2")
+	url = metricsURL(t, m)
+	for _, epoch := range []string{"epoch-0", "epoch-1"} {
+		readEpochOf(m, epoch, len(d.sha)/2)
+	}
+	body = scrape(t, url)
+	evicted, _ := metricValue(body, "cassfs_disk_cache_evictions_total")
+	held, _ := metricValue(body, "cassfs_disk_cache_bytes")
+	if evicted == 0 || held > float64(total/2) {
+		t.Errorf("shard 0/2 over a directory of half the dataset: %v evicted, %v bytes held (bound %d); want evictions within the bound", evicted, held, total/2)
+	}
+	if r := cassfs(t, "stats", "--interval", "100ms", m.dir); r.code != 0 || !regexp.MustCompile(`[1-9][0-9]* evicted`).MatchString(r.stdout) {
+		t.Errorf("cassfs stats shows no evictions: %s", r)
+	}
+	m.stop(t)
 }
 
 // passthroughKernel reports whether this kernel has FUSE passthrough (Linux 6.9+).

@@ -30,13 +30,18 @@ import (
 // 4,000 samples of 80–140 KB, read by another process (16 goroutines, file_list.txt
 // order) after the page cache is dropped (drop_caches=1), three epochs each, from
 //
+//   - local: the same files on local disk, no FUSE (the baseline);
 //   - memory: the daemon's cache holds every blob, READs are answered from it;
 //   - disk: the disk tier on the disk, opens passed through to its files;
+//   - disk-read: the disk tier on the disk without passthrough: a 64 MiB memory cache
+//     that the prefetcher fills from the tier's files ahead of the readers, READs
+//     answered from it;
 //   - tmpfs: the disk tier on a tmpfs (/dev/shm), opens passed through: the memory tier
 //     as files, served by the kernel.
 //
 // Reported per source: files/s and the daemon's CPU per file (getrusage of this process,
-// which serves the mount; the reader is a child process).
+// which serves the mount; the reader is a child process); each epoch's files/s, the
+// reader's CPU per file and how busy the machine was go to standard error.
 func BenchmarkCachedEpochSources(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("mounting and dropping the page cache need root")
@@ -57,11 +62,40 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 	ix, err := splits.LoadIndex(ctx, st)
 	storetest.Check(b, err)
 	for range b.N {
-		for _, source := range []string{"memory", "disk", "tmpfs"} {
+		var localRate float64
+		for _, source := range []string{"local", "memory", "disk", "disk-read", "tmpfs"} {
+			if source == "local" {
+				root := b.TempDir()
+				var list strings.Builder
+				for i := range ix.Len() {
+					blob, err := st.Get(ctx, ix.ID(uint32(i)), nil)
+					storetest.Check(b, err)
+					name := fmt.Sprintf("c%d/f%06d.jpg", i%4, i)
+					os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
+					storetest.Check(b, os.WriteFile(filepath.Join(root, name), blob.Data, 0o644))
+					fmt.Fprintf(&list, "%s %d\n", name, i%4)
+				}
+				storetest.Check(b, os.WriteFile(filepath.Join(root, "file_list.txt"), []byte(list.String()), 0o644))
+				var took time.Duration
+				for range 3 {
+					exec.Command("sync").Run()
+					storetest.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
+					took += readEpoch(b, root)
+				}
+				localRate = 3 * n / took.Seconds()
+				b.ReportMetric(localRate, source+"-files/s")
+				continue
+			}
 			cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len()})
 			var backing func(i uint32) (*os.File, bool)
 			arrived := cache.Has
-			if source != "memory" {
+			if source == "disk-read" {
+				d, err := prefetch.OpenDiskTier(b.TempDir(), "test", ix, 1<<40, nil)
+				storetest.Check(b, err)
+				b.Cleanup(func() { d.Close() })
+				cache = prefetch.NewCache(d.Fetch(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 64 << 20, Samples: ix.Len()})
+				arrived = cache.Has
+			} else if source != "memory" {
 				dir := b.TempDir()
 				if source == "tmpfs" {
 					dir = filepath.Join("/dev/shm", fmt.Sprintf("cassfs-bench-%d", os.Getpid()))
@@ -97,12 +131,26 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 				files += n
 			}
 			b.ReportMetric(files/took.Seconds(), source+"-files/s")
+			b.ReportMetric(files/took.Seconds()/localRate, source+"/local")
 			b.ReportMetric(cpu/files, source+"-daemon-cpu-us/file")
 			storetest.Check(b, server.Unmount())
 			p.Close()
 			cache.Close()
 		}
 	}
+}
+
+func cpuTicks() (busy, all int64) {
+	b, _ := os.ReadFile("/proc/stat")
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1:]
+	for k, v := range f {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		all += n
+		if k != 3 && k != 4 {
+			busy += n
+		}
+	}
+	return busy, all
 }
 
 func selfCPU() time.Duration {
@@ -118,8 +166,12 @@ func readEpoch(b *testing.B, root string) time.Duration {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "CASSFS_READER_CHILD="+root)
 	start := time.Now()
+	busy0, all0 := cpuTicks()
 	out, err := cmd.CombinedOutput()
 	took := time.Since(start)
+	busy1, all1 := cpuTicks()
+	rc := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	fmt.Fprintf(os.Stderr, "%s: %.0f files/s, reader %.0f µs/file, machine busy %.0f%%\n", root, 4000/took.Seconds(), float64(rc.Microseconds())/4000, 100*float64(busy1-busy0)/float64(all1-all0))
 	if err != nil || strings.TrimSpace(string(out)) != "4000" {
 		b.Fatalf("reader: %v\n%s", err, out)
 	}

@@ -35,6 +35,19 @@ func TestEpochFutureNext(t *testing.T) {
 	}
 }
 
+// epochTrace is the reads of epochs whole epochs of split "train" of n samples, and their
+// Future.
+func epochTrace(n, epochs int, seed uint64) (*EpochFuture, []uint32) {
+	f := NewEpochFuture(n)
+	var trace []uint32
+	for e := range uint64(epochs) {
+		p := splits.Permutation(n, "train", seed, e)
+		f.Add(e, p)
+		trace = append(trace, p...)
+	}
+	return f, trace
+}
+
 // traceFuture is the Future of an arbitrary trace, by scanning it (the reference).
 type traceFuture []uint32
 
@@ -126,14 +139,7 @@ func TestClairvoyantIsMIN(t *testing.T) {
 			t.Fatalf("round %d (%d samples, capacity %d): %d hits, MIN has %d", round, n, capacity, got, want)
 		}
 	}
-	const n, epochs = 50, 4
-	f := NewEpochFuture(n)
-	var trace []uint32
-	for e := range uint64(epochs) {
-		p := splits.Permutation(n, "train", 7, e)
-		f.Add(e, p)
-		trace = append(trace, p...)
-	}
+	f, trace := epochTrace(50, 4, 7)
 	for _, capacity := range []int{5, 25, 45} {
 		if got, want := simulate(trace, capacity, f), bruteMIN(trace, capacity); got != want {
 			t.Errorf("epochs, capacity %d: %d hits, MIN has %d", capacity, got, want)
@@ -226,12 +232,94 @@ func BenchmarkEvictionPolicies(b *testing.B) {
 			bd := float64(simulate(trace, capacity, bound)) / total
 			lru := float64(lruHits(trace, capacity)) / total
 			keep := float64(keepHits(trace, capacity)) / total
+			sampled := float64(sampledHits(trace, capacity, policy)) / total
 			b.ReportMetric(keep*100, fmt.Sprintf("fill-and-keep-%d%%-hit%%", pct))
+			b.ReportMetric(sampled*100, fmt.Sprintf("sampled-%d%%-hit%%", pct))
 			b.ReportMetric(cl*100, fmt.Sprintf("clairvoyant-%d%%-hit%%", pct))
 			b.ReportMetric(lru*100, fmt.Sprintf("lru-%d%%-hit%%", pct))
 			b.ReportMetric(bd*100, fmt.Sprintf("bound-%d%%-hit%%", pct))
 		}
+		// One rank of four (--shard 0/4), 8 epochs: every epoch a different quarter.
+		const ranks, shardEpochs = 4, 8
+		sh := shardTrace(n, ranks, shardEpochs)
+		total := float64(len(sh.trace))
+		for _, pct := range []int{25, 50, 100, 200} {
+			capacity := n / ranks * pct / 100
+			b.ReportMetric(100*float64(keepHits(sh.trace, capacity))/total, fmt.Sprintf("shard-fill-and-keep-%d%%-hit%%", pct))
+			b.ReportMetric(100*float64(sampledHits(sh.trace, capacity, sh.horizon(2)))/total, fmt.Sprintf("shard-sampled-%d%%-hit%%", pct))
+			b.ReportMetric(100*float64(simulate(sh.trace, capacity, sh.horizon(2)))/total, fmt.Sprintf("shard-clairvoyant-%d%%-hit%%", pct))
+			b.ReportMetric(100*float64(lruHits(sh.trace, capacity))/total, fmt.Sprintf("shard-lru-%d%%-hit%%", pct))
+			b.ReportMetric(100*float64(simulate(sh.trace, capacity, sh.horizon(shardEpochs)))/total, fmt.Sprintf("shard-bound-%d%%-hit%%", pct))
+		}
 	}
+}
+
+// sampledHits reads trace through a cache of capacity samples kept by SampledMIN over
+// future (admitting a missed sample only if it is needed sooner than the victim).
+func sampledHits(trace []uint32, capacity int, future Future) int {
+	n := 0
+	for _, s := range trace {
+		n = max(n, int(s)+1)
+	}
+	c := NewSampledMIN(n, 1)
+	hits := 0
+	for k, s := range trace {
+		now := uint64(k)
+		if c.Holds(s) {
+			hits++
+			continue
+		}
+		if c.Len() >= capacity {
+			v, vnext, _ := c.Victim(future, now+1, nil)
+			if future.Next(s, now+1) >= vnext {
+				continue
+			}
+			c.Remove(v)
+		}
+		c.Add(s)
+	}
+	return hits
+}
+
+// shard is the reads of one rank over epochs of a split: each epoch the rank's part of
+// that epoch's permutation (splits.Shard).
+type shard struct {
+	trace []uint32
+	m     uint64     // reads per epoch
+	inv   [][]uint32 // epoch → sample → position in the rank's epoch, or absent
+}
+
+func shardTrace(n, ranks, epochs int) *shard {
+	sh := &shard{}
+	for e := range uint64(epochs) {
+		part := splits.Shard{Rank: 0, Count: ranks}.Take(splits.Permutation(n, "train", 42, e))
+		sh.m = uint64(len(part))
+		sh.trace = append(sh.trace, part...)
+		sh.inv = append(sh.inv, invert(part, n))
+	}
+	return sh
+}
+
+// horizon is the Future that knows the current epoch and the next epochs-1 (2: what a
+// mount knows).
+func (sh *shard) horizon(epochs int) Future { return shardFuture{sh, uint64(epochs)} }
+
+type shardFuture struct {
+	sh     *shard
+	epochs uint64
+}
+
+func (f shardFuture) Next(sample uint32, now uint64) uint64 {
+	e, k := now/f.sh.m, now%f.sh.m
+	for d := range f.epochs {
+		if int(e+d) >= len(f.sh.inv) {
+			break
+		}
+		if pos := f.sh.inv[e+d][sample]; pos != absent && (d > 0 || uint64(pos) >= k) {
+			return (e+d)*f.sh.m + uint64(pos)
+		}
+	}
+	return Never
 }
 
 // simulateHorizon is simulate with a policy that, like a mount, knows only the current

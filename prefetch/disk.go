@@ -33,11 +33,18 @@ import (
 // refetched from the database and counted, never served. Files that are not entries (not
 // named as above) are left alone.
 //
-// The tier is bounded in bytes and, once full, admits nothing more: under a new
-// permutation every epoch, a fixed set of samples hits exactly as often as Belady's MIN
-// (each epoch reads every cached sample once; BenchmarkEvictionPolicies), and unlike LRU it
-// never rewrites the disk. A mount that finds more than its bound (a smaller
-// --cache-dir-size than last time) removes entries until it fits.
+// The tier is bounded in bytes. Once full, it evicts by the known future (UseFuture: the
+// prefetcher's current and next epoch orders of every split and shard being read): a new
+// blob takes the place of the entry read farthest ahead, only if it is itself read
+// sooner (Belady's MIN, approximated by sampling: SampledMIN, 8 bytes per entry). For one
+// split read whole every epoch this changes nothing: under a new permutation every epoch
+// each entry is read once an epoch, any full tier hits as often as MIN does, and the
+// tier never rewrites the disk. It matters when the reads move on: a rank of a sharded
+// job reads another part of the split every epoch, a job moves from one split to another,
+// or a directory filled by `cassfs cache warm` holds samples this mount never reads.
+// Without a known future (cassfs cache warm) it admits nothing once full. A mount that
+// finds more than its bound (a smaller --cache-dir-size than last time) removes entries
+// until it fits.
 //
 // One mount at a time uses a dataset's directory: it holds an exclusive lock on
 // DIR/<dataset>/.lock, and a second mount of the dataset with the same directory is
@@ -51,12 +58,14 @@ type DiskTier struct {
 
 	mu       sync.Mutex
 	held     map[uint32]int64  // guarded by mu: sample → size of its entry
+	policy   *SampledMIN       // guarded by mu: the held samples, for eviction
+	future   Future            // guarded by mu: what evicts (nil: none, the tier keeps what it has)
 	bytes    int64             // guarded by mu
 	verified map[uint32]fileID // guarded by mu: entries written or verified by this mount, as they were then
 	present  []atomic.Uint64   // a bit per sample: held (Holds without the lock)
 
-	hits, misses, corrupt, writeErrors atomic.Int64
-	before                             DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
+	hits, misses, corrupt, writeErrors, evicted atomic.Int64
+	before                                      DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
 	// OnCorrupt, if set, is called with the error of every entry that failed verification.
 	OnCorrupt func(error)
 }
@@ -64,6 +73,7 @@ type DiskTier struct {
 // DiskStats are the disk tier's counters.
 type DiskStats struct {
 	Hits, Misses, Corrupt, WriteErrors int64
+	Evicted                            int64 // entries removed for others read sooner
 	Entries                            int
 	Bytes, MaxBytes                    int64
 }
@@ -159,7 +169,7 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
 	}
 	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
-		verified: map[uint32]fileID{}, present: make([]atomic.Uint64, (ix.Len()+63)/64)}
+		policy: NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{}, present: make([]atomic.Uint64, (ix.Len()+63)/64)}
 	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
 		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
 	}
@@ -199,6 +209,7 @@ func (d *DiskTier) scan() error {
 			return nil
 		}
 		d.held[i] = info.Size()
+		d.policy.Add(i)
 		d.bytes += info.Size()
 		d.mark(i, true)
 		return nil
@@ -352,13 +363,24 @@ var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); retu
 func (d *DiskTier) write(i uint32, data []byte) {
 	n := int64(len(data))
 	d.mu.Lock()
-	if _, ok := d.held[i]; ok || d.bytes+n > d.maxBytes {
+	if _, ok := d.held[i]; ok {
 		d.mu.Unlock()
 		return
 	}
-	d.held[i] = n // reserved: a concurrent write of i stops above
-	d.bytes += n
+	evicted, fits := d.makeRoomLocked(i, n)
+	if fits {
+		d.held[i] = n // reserved: a concurrent write of i stops above
+		d.policy.Add(i)
+		d.bytes += n
+	}
 	d.mu.Unlock()
+	for _, v := range evicted {
+		os.Remove(d.path(v))
+		d.evicted.Add(1)
+	}
+	if !fits {
+		return
+	}
 	// Holds (and so Backing and Local) only once the file is there: an open arriving
 	// during the write would find no file, drop the reservation and orphan the entry.
 	p := d.path(i)
@@ -393,22 +415,60 @@ func (d *DiskTier) write(i uint32, data []byte) {
 			d.log.Error("cannot write to the cache directory; serving from the database", "dir", d.dir, "err", err)
 		}
 		d.mu.Lock()
-		delete(d.held, i)
-		d.bytes -= n
+		d.forgetLocked(i)
 		d.mu.Unlock()
 	}
+}
+
+// UseFuture makes the tier evict by f once full (see the type's doc): the prefetcher,
+// whose Next counts reads from its streams' readers.
+func (d *DiskTier) UseFuture(f Future) {
+	d.mu.Lock()
+	d.future = f
+	d.mu.Unlock()
+}
+
+// makeRoomLocked forgets entries until n more bytes fit, each time the one the future
+// reads farthest ahead of those on disk (not one being written), as long as that is after
+// sample i's next read. It returns the samples forgotten, whose files the caller removes
+// outside the lock, and whether sample i fits now. d.mu is held.
+func (d *DiskTier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits bool) {
+	if d.bytes+n <= d.maxBytes {
+		return nil, true
+	}
+	if d.future == nil || n > d.maxBytes {
+		return nil, false
+	}
+	// Distances from the readers' positions now: any clock will do, as nothing is kept.
+	want := d.future.Next(i, 0)
+	for d.bytes+n > d.maxBytes {
+		v, next, ok := d.policy.Victim(d.future, 0, d.Holds)
+		if !ok || next <= want {
+			return evicted, false
+		}
+		d.forgetLocked(v)
+		evicted = append(evicted, v)
+	}
+	return evicted, true
+}
+
+// forgetLocked stops holding sample i's entry (its file stays for the caller to remove).
+// d.mu is held.
+func (d *DiskTier) forgetLocked(i uint32) {
+	if n, ok := d.held[i]; ok {
+		delete(d.held, i)
+		delete(d.verified, i)
+		d.policy.Remove(i)
+		d.bytes -= n
+	}
+	d.mark(i, false)
 }
 
 // drop forgets sample i's entry and removes its file.
 func (d *DiskTier) drop(i uint32) {
 	d.mu.Lock()
-	if n, ok := d.held[i]; ok {
-		delete(d.held, i)
-		delete(d.verified, i)
-		d.bytes -= n
-	}
+	d.forgetLocked(i)
 	d.mu.Unlock()
-	d.mark(i, false)
 	os.Remove(d.path(i))
 }
 
@@ -417,7 +477,7 @@ func (d *DiskTier) Stats() DiskStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return DiskStats{Hits: d.hits.Load(), Misses: d.misses.Load(), Corrupt: d.corrupt.Load(), WriteErrors: d.writeErrors.Load(),
-		Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
+		Evicted: d.evicted.Load(), Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
 }
 
 // Holds reports whether sample i has an entry (or one is being written).

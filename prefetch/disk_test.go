@@ -155,7 +155,7 @@ func TestDiskTierDropsEntriesOfReingestedSamples(t *testing.T) {
 	}
 }
 
-// The bound is never exceeded: once full the tier keeps what it has; a smaller bound at
+// The bound is never exceeded: once full the tier (with no future) keeps what it has; a smaller bound at
 // the next open trims it.
 func TestDiskTierBound(t *testing.T) {
 	ctx := context.Background()
@@ -282,5 +282,56 @@ func TestDiskTierBackingDuringWrite(t *testing.T) {
 	}))
 	if st := d.Stats(); st.Entries != files || st.Bytes != size || files != ix.Len() {
 		t.Errorf("%d entries of %d bytes held, %d files of %d bytes on disk, %d samples fetched: an open during a write lost an entry", st.Entries, st.Bytes, files, size, ix.Len())
+	}
+}
+
+// futureMap is a Future of fixed next uses (from now 0); samples not in it are Never.
+type futureMap map[uint32]uint64
+
+func (f futureMap) Next(sample uint32, now uint64) uint64 {
+	if u, ok := f[sample]; ok {
+		return now + u
+	}
+	return Never
+}
+
+// Once full, the tier replaces the entry read farthest ahead by one read sooner, and turns
+// away one read later than everything it holds; without a future it keeps what it has.
+func TestDiskTierEvictsByFuture(t *testing.T) {
+	ctx := context.Background()
+	ix, next, _ := diskDataset(t, 12, "v1")
+	dir := t.TempDir()
+	d := storetest.Must(OpenDiskTier(dir, "ds", ix, ix.Size(3)*4, quiet()))(t) // room for 0..3 (sizes grow with the index)
+	defer d.Close()
+	fetch := d.Fetch(next)
+	for i := range uint32(4) {
+		storetest.Must(fetch(ctx, i))(t)
+	}
+	// No future yet: a full tier admits nothing.
+	storetest.Must(fetch(ctx, 4))(t)
+	if d.Holds(4) || d.Stats().Evicted != 0 {
+		t.Fatalf("without a future: holds 4 %v, evicted %d; want it turned away", d.Holds(4), d.Stats().Evicted)
+	}
+	// Sample 1 is read last, 5 soon, 6 after everything held.
+	d.UseFuture(futureMap{0: 10, 1: 500, 2: 20, 3: 30, 5: 5, 6: 900})
+	storetest.Must(fetch(ctx, 5))(t)
+	if !d.Holds(5) || d.Holds(1) {
+		t.Errorf("sample 5 (read soon) in place of 1 (read last): holds 5 %v, holds 1 %v", d.Holds(5), d.Holds(1))
+	}
+	if _, err := os.Stat(d.path(1)); !os.IsNotExist(err) {
+		t.Errorf("evicted sample 1's file: %v, want it removed", err)
+	}
+	storetest.Must(fetch(ctx, 6))(t)
+	if d.Holds(6) {
+		t.Errorf("sample 6, read after everything held, was admitted")
+	}
+	st := d.Stats()
+	if st.Evicted < 1 || st.Bytes > ix.Size(3)*4 || st.Bytes != dirBytes(t, filepath.Join(dir, "ds")) {
+		t.Errorf("evicted %d, holds %d bytes (bound %d), %d on disk", st.Evicted, st.Bytes, ix.Size(3)*4, dirBytes(t, filepath.Join(dir, "ds")))
+	}
+	for _, i := range []uint32{0, 2, 3, 5} {
+		if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, storetest.Must(next(ctx, i))(t)) || !d.Holds(i) {
+			t.Errorf("sample %d: wrong bytes or not held", i)
+		}
 	}
 }

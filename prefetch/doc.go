@@ -38,8 +38,9 @@
 // clock is the cache's count of reads; a blob's next read is that count plus the reads
 // before the nearest stream reaches it. With half a split cached, later epochs then fetch
 // about half the split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext).
-// The disk tier fills and keeps instead: on permutation traces that equals MIN
-// (BenchmarkEvictionPolicies) and never rewrites the disk.
+// The disk tier, millions of files, evicts by the same future with SampledMIN (sampled.go):
+// no next use kept per entry, the farthest of 64 random entries compared per eviction,
+// which matches the heaps on epoch and shard traces (BenchmarkEvictionPolicies).
 //
 // # Prefetcher
 //

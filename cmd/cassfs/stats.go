@@ -228,10 +228,10 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 	}
 	if f["cassfs_disk_cache_bytes"] != nil {
 		hits, misses := f.value("cassfs_disk_cache_hits_total"), f.value("cassfs_disk_cache_misses_total")
-		fmt.Fprintf(w, "  disk      %s in %s files; %s hits, %s misses (%.1f%% hit); %s corrupt, %s write errors\n",
+		fmt.Fprintf(w, "  disk      %s in %s files; %s hits, %s misses (%.1f%% hit); %s evicted, %s corrupt, %s write errors\n",
 			humanize.IBytes(uint64(f.value("cassfs_disk_cache_bytes"))), humanize.Comma(int64(f.value("cassfs_disk_cache_entries"))),
 			humanize.Comma(int64(hits)), humanize.Comma(int64(misses)), 100*hits/max(hits+misses, 1),
-			humanize.Comma(int64(f.value("cassfs_disk_cache_corrupt_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_write_errors_total"))))
+			humanize.Comma(int64(f.value("cassfs_disk_cache_evictions_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_corrupt_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_write_errors_total"))))
 	}
 	fmt.Fprintf(w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
 		humanize.IBytes(uint64(f.value("process_resident_memory_bytes"))), humanize.IBytes(uint64(f.value("go_memstats_heap_alloc_bytes"))), f.value("go_goroutines"))
