@@ -171,7 +171,11 @@ func readEpoch(b *testing.B, root string) time.Duration {
 	took := time.Since(start)
 	busy1, all1 := cpuTicks()
 	rc := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-	fmt.Fprintf(os.Stderr, "%s: %.0f files/s, reader %.0f µs/file, machine busy %.0f%%\n", root, 4000/took.Seconds(), float64(rc.Microseconds())/4000, 100*float64(busy1-busy0)/float64(all1-all0))
+	label := filepath.Base(root) // an epoch of the mount, or the local copy
+	if !strings.HasPrefix(label, "epoch-") {
+		label = "local disk"
+	}
+	fmt.Fprintf(os.Stderr, "%s: %.0f files/s, reader %.0f µs/file, machine busy %.0f%%\n", label, 4000/took.Seconds(), float64(rc.Microseconds())/4000, 100*float64(busy1-busy0)/float64(all1-all0))
 	if err != nil || strings.TrimSpace(string(out)) != "4000" {
 		b.Fatalf("reader: %v\n%s", err, out)
 	}
