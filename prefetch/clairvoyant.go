@@ -15,6 +15,15 @@ type Future interface {
 	Next(sample uint32, now uint64) uint64
 }
 
+// ReuseFuture is a Future that also tells when a sample is read again after its next read
+// (the disk tier's admission: see DiskTier).
+type ReuseFuture interface {
+	Future
+	// Reuse returns the first position after the sample's next read at which it is read
+	// again, or Never.
+	Reuse(sample uint32, now uint64) uint64
+}
+
 // EpochFuture is the Future of a stream that reads epochs in order, each a permutation of
 // the same n samples: what cassfs knows of a split, since every epoch's order is a pure
 // function of the seed. It holds each known epoch's inverse permutation (4 bytes per

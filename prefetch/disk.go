@@ -34,17 +34,19 @@ import (
 // named as above) are left alone.
 //
 // The tier is bounded in bytes. Once full, it evicts by the known future (UseFuture: the
-// prefetcher's current and next epoch orders of every split and shard being read): a new
-// blob takes the place of the entry read farthest ahead, only if it is itself read
-// sooner (Belady's MIN, approximated by sampling: SampledMIN, 8 bytes per entry). For one
-// split read whole every epoch this changes nothing: under a new permutation every epoch
-// each entry is read once an epoch, any full tier hits as often as MIN does, and the
-// tier never rewrites the disk. It matters when the reads move on: a rank of a sharded
-// job reads another part of the split every epoch, a job moves from one split to another,
-// or a directory filled by `cassfs cache warm` holds samples this mount never reads.
-// Without a known future (cassfs cache warm) it admits nothing once full. A mount that
-// finds more than its bound (a smaller --cache-dir-size than last time) removes entries
-// until it fits.
+// prefetcher's current and next epoch orders of every split and shard being read), but
+// only an entry that no known order reads, and only for a sample that the orders read
+// again after the read it is fetched for. Such an entry is what Belady's MIN evicts first;
+// between two samples that the known orders do read, MIN would keep the one read sooner,
+// which under a new permutation every epoch gains no hit (each is read once an epoch) and
+// would rewrite the disk for nearly every miss (BenchmarkEvictionPolicies counts both). So
+// a tier holding one split read whole every epoch keeps what it has, and one whose reads
+// move on — a rank of a sharded job reads another part of the split every epoch, a job
+// moves from one split to another, `cassfs cache warm` filled it with samples this mount
+// does not read — replaces what will not be read by what will. Entries are drawn at random
+// (SampledMIN, 8 bytes per entry) rather than kept ordered. Without a known future
+// (cassfs cache warm) it admits nothing once full. A mount that finds more than its bound
+// (a smaller --cache-dir-size than last time) removes entries until it fits.
 //
 // One mount at a time uses a dataset's directory: it holds an exclusive lock on
 // DIR/<dataset>/.lock, and a second mount of the dataset with the same directory is
@@ -59,7 +61,7 @@ type DiskTier struct {
 	mu       sync.Mutex
 	held     map[uint32]int64  // guarded by mu: sample → size of its entry
 	policy   *SampledMIN       // guarded by mu: the held samples, for eviction
-	future   Future            // guarded by mu: what evicts (nil: none, the tier keeps what it has)
+	future   ReuseFuture       // guarded by mu: what evicts (nil: none, the tier keeps what it has)
 	bytes    int64             // guarded by mu
 	verified map[uint32]fileID // guarded by mu: entries written or verified by this mount, as they were then
 	present  []atomic.Uint64   // a bit per sample: held (Holds without the lock)
@@ -73,7 +75,7 @@ type DiskTier struct {
 // DiskStats are the disk tier's counters.
 type DiskStats struct {
 	Hits, Misses, Corrupt, WriteErrors int64
-	Evicted                            int64 // entries removed for others read sooner
+	Evicted                            int64 // entries no known order reads, removed for ones read again
 	Entries                            int
 	Bytes, MaxBytes                    int64
 }
@@ -421,29 +423,28 @@ func (d *DiskTier) write(i uint32, data []byte) {
 }
 
 // UseFuture makes the tier evict by f once full (see the type's doc): the prefetcher,
-// whose Next counts reads from its streams' readers.
-func (d *DiskTier) UseFuture(f Future) {
+// which counts reads from its streams' readers.
+func (d *DiskTier) UseFuture(f ReuseFuture) {
 	d.mu.Lock()
 	d.future = f
 	d.mu.Unlock()
 }
 
-// makeRoomLocked forgets entries until n more bytes fit, each time the one the future
-// reads farthest ahead of those on disk (not one being written), as long as that is after
-// sample i's next read. It returns the samples forgotten, whose files the caller removes
-// outside the lock, and whether sample i fits now. d.mu is held.
+// makeRoomLocked forgets entries on disk (not ones being written) that no known order
+// reads until n more bytes fit, if sample i is read again after the read it is fetched
+// for. It returns the samples forgotten, whose files the caller removes outside the lock,
+// and whether sample i fits now. d.mu is held.
 func (d *DiskTier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits bool) {
 	if d.bytes+n <= d.maxBytes {
 		return nil, true
 	}
-	if d.future == nil || n > d.maxBytes {
+	// Distances from the readers' positions now: any clock will do, as nothing is kept.
+	if d.future == nil || n > d.maxBytes || d.future.Reuse(i, 0) == Never {
 		return nil, false
 	}
-	// Distances from the readers' positions now: any clock will do, as nothing is kept.
-	want := d.future.Next(i, 0)
 	for d.bytes+n > d.maxBytes {
 		v, next, ok := d.policy.Victim(d.future, 0, d.Holds)
-		if !ok || next <= want {
+		if !ok || next != Never {
 			return evicted, false
 		}
 		d.forgetLocked(v)

@@ -39,8 +39,9 @@
 // before the nearest stream reaches it. With half a split cached, later epochs then fetch
 // about half the split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext).
 // The disk tier, millions of files, evicts by the same future with SampledMIN (sampled.go):
-// no next use kept per entry, the farthest of 64 random entries compared per eviction,
-// which matches the heaps on epoch and shard traces (BenchmarkEvictionPolicies).
+// no next use kept per entry, 64 random entries compared per eviction; it evicts only
+// entries no known order reads (see DiskTier: swapping two entries both read in the
+// known future gains nothing under permutations and would rewrite the disk per miss).
 //
 // # Prefetcher
 //

@@ -75,3 +75,43 @@ func (p *Prefetcher) Next(sample uint32, now uint64) uint64 {
 	}
 	return now + best
 }
+
+// Reuse implements ReuseFuture: now plus the reads before sample is read again after its
+// next read, in any stream, or Never. A sample fetched now is fetched for its next read;
+// what keeping a copy is worth is told by the read after that one.
+func (p *Prefetcher) Reuse(sample uint32, now uint64) uint64 {
+	all := p.all.Load()
+	if all == nil {
+		return Never
+	}
+	first, second := uint64(Never), uint64(Never)
+	take := func(d uint64) {
+		if d < first {
+			first, second = d, first
+		} else if d < second {
+			second = d
+		}
+	}
+	for _, s := range *all {
+		f := s.fut.Load()
+		if f == nil || int(sample) >= len(f.cur) {
+			continue
+		}
+		h := uint64(s.headPos.Load() + 1)
+		if pos := uint64(f.cur[sample]); f.cur[sample] != absent {
+			switch {
+			case pos >= h:
+				take(pos - h)
+			case h-pos <= readingSpan:
+				take(0) // being read
+			}
+		}
+		if f.next != nil && f.next[sample] != absent {
+			take(f.n - min(h, f.n) + uint64(f.next[sample]))
+		}
+	}
+	if second == Never {
+		return Never
+	}
+	return now + second
+}

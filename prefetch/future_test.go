@@ -105,4 +105,16 @@ func TestPrefetcherNext(t *testing.T) {
 	if got, want := p.Next(10, 1000), uint64(1000+n-10-1); got != want {
 		t.Errorf("at the end of epoch 0: Next(10) = %d, want %d (position %d of epoch 1)", got, want, n-10-1)
 	}
+	// Reuse: the read after the next one. Readers are at the end of epoch 0 (position
+	// n-1): sample n-5 is being read, then read again at position 4 of epoch 1; sample 10
+	// is read next in epoch 1 and not again as far as is known.
+	for sample, want := range map[uint32]uint64{
+		n - 5: 1000 + 4,
+		10:    Never,
+		n:     Never,
+	} {
+		if got := p.Reuse(sample, 1000); got != want {
+			t.Errorf("at the end of epoch 0: Reuse(%d) = %d, want %d", sample, got, want)
+		}
+	}
 }

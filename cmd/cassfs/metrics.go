@@ -91,7 +91,7 @@ func (m *metrics) watchDisk(d *prefetch.DiskTier) {
 		counter("cassfs_disk_cache_misses_total", "Fetches the cache directory could not serve (they went to the database).", func(s prefetch.DiskStats) int64 { return s.Misses }),
 		counter("cassfs_disk_cache_corrupt_total", "Cache files that failed verification (fetched again).", func(s prefetch.DiskStats) int64 { return s.Corrupt }),
 		counter("cassfs_disk_cache_write_errors_total", "Failed writes to the cache directory.", func(s prefetch.DiskStats) int64 { return s.WriteErrors }),
-		counter("cassfs_disk_cache_evictions_total", "Cache files removed for samples the epoch orders read sooner.", func(s prefetch.DiskStats) int64 { return s.Evicted }),
+		counter("cassfs_disk_cache_evictions_total", "Cache files removed, read by no known epoch order, for samples read again.", func(s prefetch.DiskStats) int64 { return s.Evicted }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_bytes", Help: "Bytes held in the cache directory."}, func() float64 { return float64(d.Stats().Bytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_entries", Help: "Files held in the cache directory."}, func() float64 { return float64(d.Stats().Entries) }),
 	)
