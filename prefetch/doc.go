@@ -34,7 +34,9 @@
 // use there is): it evicts the held sample needed farthest ahead and declines to admit one
 // needed later still. The Cache uses it for its used blobs when the Prefetcher publishes its
 // streams' future (future.go: each stream's current and next epoch order, inverted, with
-// the readers' position, through atomics, since the cache asks under its own lock). Its
+// the readers' position, through atomics, since the cache asks under its own lock; the
+// next epoch's order is computed as readers enter an epoch, so it is known all through
+// it). Its
 // clock is the cache's count of reads; a blob's next read is that count plus the reads
 // before the nearest stream reaches it. With half a split cached, later epochs then fetch
 // about half the split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext).

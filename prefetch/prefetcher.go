@@ -79,7 +79,7 @@ type stream struct {
 	mu       sync.Mutex
 	epoch    uint64    // guarded by mu; the newest epoch accessed
 	cur      []uint32  // guarded by mu; order of epoch
-	next     []uint32  // guarded by mu; order of epoch+1, once the window reaches it
+	next     []uint32  // guarded by mu; order of epoch+1, computed as readers enter epoch (nil until then)
 	accessed int       // guarded by mu; accesses in epoch
 	head     int       // guarded by mu; readers' progress: position accessed-1 of epoch's order
 	consumed int64     // guarded by mu; accesses so far
@@ -193,13 +193,16 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 	s.rate.add(now, lat/2)
 	s.limit = limitFor(s.rate.get(now), lat, p.opts.InitialWindow, p.opts.MaxInFlight)
 	s.window = min(p.opts.MaxWindow, aheadFactor*s.limit)
-	needNext := p.pumpLocked(s)
+	// The next epoch's order is computed as soon as readers enter an epoch, not when the
+	// window reaches its end: the future the caches evict and admit by (future.go) then
+	// covers the next epoch all through this one. It costs one order per epoch either way.
+	needNext := p.pumpLocked(s) || s.next == nil
 	s.mu.Unlock()
 	p.pump(s, needNext)
 }
 
-// pump goes on issuing after pumpLocked asked for the next epoch's order, which it fetches
-// from the stream with no lock held.
+// pump goes on issuing after the next epoch's order was asked for (by pumpLocked or as
+// readers enter an epoch); it fetches the order from the stream with no lock held.
 func (p *Prefetcher) pump(s *stream, needNext bool) {
 	for needNext {
 		s.mu.Lock()
