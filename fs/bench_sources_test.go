@@ -30,9 +30,12 @@ import (
 // 4,000 samples of 80–140 KB, read by another process (16 goroutines, file_list.txt
 // order) after the page cache is dropped (drop_caches=1), three epochs each, from
 //
-//   - local: the same files on local disk, no FUSE (the baseline);
+//   - local: the same files on local disk, no FUSE, each epoch in a new random order (the
+//     baseline);
 //   - memory: the daemon's cache holds every blob, READs are answered from it;
 //   - disk: the disk tier on the disk, opens passed through to its files;
+//   - disk-splice: the same without passthrough (MountOptions.NoPassthrough: what a mount
+//     does where the kernel refuses it): OPEN unanswered, READs spliced from the files;
 //   - disk-read: the disk tier on the disk without passthrough: a 64 MiB memory cache
 //     that the prefetcher fills from the tier's files ahead of the readers, READs
 //     answered from it;
@@ -42,6 +45,8 @@ import (
 // Reported per source: files/s and the daemon's CPU per file (getrusage of this process,
 // which serves the mount; the reader is a child process); each epoch's files/s, the
 // reader's CPU per file and how busy the machine was go to standard error.
+// CASSFS_BENCH_SOURCES (comma-separated; "local" first for the ratios) and
+// CASSFS_BENCH_READERS (default 16) narrow a run down.
 func BenchmarkCachedEpochSources(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("mounting and dropping the page cache need root")
@@ -63,21 +68,26 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 	storetest.Check(b, err)
 	for range b.N {
 		var localRate float64
-		for _, source := range []string{"local", "memory", "disk", "disk-read", "tmpfs"} {
+		for _, source := range benchSources() {
 			if source == "local" {
 				root := b.TempDir()
-				var list strings.Builder
 				for i := range ix.Len() {
 					blob, err := st.Get(ctx, ix.ID(uint32(i)), nil)
 					storetest.Check(b, err)
 					name := fmt.Sprintf("c%d/f%06d.jpg", i%4, i)
 					os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
 					storetest.Check(b, os.WriteFile(filepath.Join(root, name), blob.Data, 0o644))
-					fmt.Fprintf(&list, "%s %d\n", name, i%4)
 				}
-				storetest.Check(b, os.WriteFile(filepath.Join(root, "file_list.txt"), []byte(list.String()), 0o644))
 				var took time.Duration
-				for range 3 {
+				for e := range uint64(3) {
+					// Each epoch in a new random order, as a training job reads local disk
+					// (and as the mount's epochs are): not in the order the files were
+					// written, which the disk would read nearly sequentially.
+					var list strings.Builder
+					for _, i := range splits.Permutation(n, "local", 1, e) {
+						fmt.Fprintf(&list, "c%d/f%06d.jpg %d\n", i%4, i, i%4)
+					}
+					storetest.Check(b, os.WriteFile(filepath.Join(root, "file_list.txt"), []byte(list.String()), 0o644))
 					exec.Command("sync").Run()
 					storetest.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
 					took += readEpoch(b, root)
@@ -117,7 +127,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.BlobSize})
 			vs := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: view.Arrival, Arrived: arrived, Progress: p})
 			mnt := b.TempDir()
-			server, err := cfs.Mount(mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench"})
+			server, err := cfs.Mount(mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench", NoPassthrough: source == "disk-splice"})
 			storetest.Check(b, err)
 			readEpoch(b, filepath.Join(mnt, "all", "epoch-0")) // fills the cache or the tier
 			var files, cpu float64
@@ -198,7 +208,7 @@ func readerChild(root string) {
 	}
 	var next, done atomic.Int64
 	var wg sync.WaitGroup
-	for range 16 {
+	for range benchReaders() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -233,4 +243,18 @@ func init() {
 	if root := os.Getenv("CASSFS_READER_CHILD"); root != "" {
 		readerChild(root)
 	}
+}
+
+func benchSources() []string {
+	if s := os.Getenv("CASSFS_BENCH_SOURCES"); s != "" {
+		return strings.Split(s, ",")
+	}
+	return []string{"local", "memory", "disk", "disk-splice", "disk-read", "tmpfs"}
+}
+
+func benchReaders() int {
+	if n, err := strconv.Atoi(os.Getenv("CASSFS_BENCH_READERS")); err == nil {
+		return n
+	}
+	return 16
 }

@@ -31,9 +31,11 @@
 // is immutable, so entries and attributes are cached by the kernel for a long time, OPEN and
 // FLUSH answer ENOSYS (the kernel then stops sending them for the whole mount and keeps the
 // page cache: two fewer requests per file), and directories are cached by the kernel
-// (FOPEN_CACHE_DIR). With a disk tier (Config.Backing) OPEN is answered instead, and a
-// sample held in a local file is opened in FUSE passthrough mode: the kernel reads that
-// file and no READ reaches cassfs (see sampleFile.Open for how modes are kept consistent).
+// (FOPEN_CACHE_DIR). With a disk tier (Config.Backing), where the kernel allows FUSE
+// passthrough, OPEN is answered instead, and a sample held in a local file is opened in
+// passthrough mode: the kernel reads that file and no READ reaches cassfs (see
+// sampleFile.Open for how modes are kept consistent). Where it does not, a READ of such a
+// sample is answered by splicing from the file (no copy through cassfs's memory).
 //
 // # The read path
 //
@@ -81,9 +83,12 @@ type Config struct {
 	EpochsListed int
 	Blobs        BlobSource
 	// Backing, if set, opens a local file holding sample i's verified content (the disk
-	// tier), or reports false. The mount then answers OPEN, and opens of such samples are
-	// passed through to that file: the kernel reads it with no request to cassfs (FUSE
-	// passthrough, Linux 6.9+ and root; elsewhere the reads come to cassfs as before).
+	// tier; a sample's target follows its blob in the same file), or reports false. Such
+	// samples are served from their files: where the kernel allows it (FUSE passthrough,
+	// Linux 6.9+ and root, and no targets), the mount answers OPEN and passes opens of
+	// them through, so the kernel reads the file with no request to cassfs; elsewhere
+	// OPEN stays unanswered as without a disk tier and each READ of one is answered by
+	// splicing from its file (Mount decides, see MountOptions.NoPassthrough).
 	Backing func(i uint32) (*os.File, bool)
 	Logger  *slog.Logger
 }
@@ -100,6 +105,11 @@ type FS struct {
 
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
 	passedThrough               atomic.Int64 // opens passed through to a backing file
+	fromFiles                   atomic.Int64 // READs answered from a backing file
+	// passthrough: OPEN is answered and samples with a backing file are passed through;
+	// otherwise their READs are spliced from the file. Mount clears it where the kernel
+	// refuses passthrough.
+	passthrough atomic.Bool
 
 	openMu sync.Mutex
 	opens  map[uint32]*openMode // guarded by openMu: samples open now, and how (with Backing)
@@ -113,11 +123,14 @@ type ServeStats struct {
 	// PassedThrough counts opens passed through to a backing file (their reads never
 	// reach cassfs).
 	PassedThrough int64
+	// FromFiles counts READs answered from a backing file where opens are not passed
+	// through (included in Reads).
+	FromFiles int64
 }
 
 // Stats returns what readers were served so far.
 func (f *FS) Stats() ServeStats {
-	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load()}
+	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load()}
 }
 
 // firstSampleIno is the inode number of canonical sample 0, firstTargetIno that of its
@@ -137,12 +150,10 @@ func New(cfg Config) *FS {
 		cfg.Logger = slog.Default()
 	}
 	ix := cfg.Views.Index()
-	if ix.HasTargets() {
-		// A disk entry then holds a sample and its target in one file, which cannot be
-		// passed through as either: such entries are read by the daemon.
-		cfg.Backing = nil
-	}
 	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{}}
+	// With targets a disk entry holds a sample and its target in one file, which cannot
+	// be passed through as either; READs are answered from it at their offset instead.
+	f.passthrough.Store(cfg.Backing != nil && !ix.HasTargets())
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
 		f.totalBytes += uint64(ix.Size(i))

@@ -89,6 +89,9 @@ type mountOpts struct {
 	shard      splits.Shard
 	splits     []*splits.Split // default: the all split
 	backing    func(i uint32) (*os.File, bool)
+	// noPassthrough: MountOptions.NoPassthrough; fsys, if set, receives the filesystem.
+	noPassthrough bool
+	fsys          **cfs.FS
 }
 
 // mount serves the fixture at a new directory until the test ends.
@@ -121,7 +124,11 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.prefetcher != nil {
 		vc.Progress = o.prefetcher
 	}
-	server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing}), cfs.MountOptions{FsName: "cassfs:test"})
+	fsys := cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing})
+	if o.fsys != nil {
+		*o.fsys = fsys
+	}
+	server, err := cfs.Mount(dir, fsys, cfs.MountOptions{FsName: "cassfs:test", NoPassthrough: o.noPassthrough})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,6 +825,88 @@ func TestResumedShard(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-0@18")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("epoch-0@18, past the shard's 17: got %v, want ENOENT", err)
 	}
+}
+
+// Where opens are not passed through (MountOptions.NoPassthrough, as where the kernel
+// refuses passthrough; and always for a dataset with targets, whose entry holds the blob
+// then the target), a sample with a backing file is read from that file at the right
+// offsets, over several READs for a large one, and a sample without one from the store.
+func TestSplicedReads(t *testing.T) {
+	ctx := context.Background()
+	t.Run("samples", func(t *testing.T) {
+		st := memstore.New("test", memstore.Options{})
+		storetest.Check(t, st.SetLabels(ctx, []string{"a"}))
+		f := &fixture{st: st, blobs: map[string][]byte{}}
+		for i, size := range []int{300_000, 5_000, 300_000} { // 300 KB: three 128 KiB READs
+			name := fmt.Sprintf("a/s%d.jpg", i)
+			data := make([]byte, size)
+			for k := range data {
+				data[k] = byte(k*7 + i)
+			}
+			storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Name: name, Size: int64(size), Checksum: store.Checksum(data)}, data, nil))
+			f.blobs[name] = data
+		}
+		f.ix = storetest.Must(splits.LoadIndex(ctx, st))(t)
+		// The files hold other bytes than the store, position by position, to tell which
+		// path served and from which offset.
+		fileBytes := func(i uint32) []byte {
+			b := make([]byte, f.ix.Size(i))
+			for k := range b {
+				b[k] = byte(k*31 + int(i) + 1)
+			}
+			return b
+		}
+		dir := t.TempDir()
+		backing := func(i uint32) (*os.File, bool) {
+			if f.ix.Name(i) == "s2.jpg" {
+				return nil, false
+			}
+			p := filepath.Join(dir, fmt.Sprint(i))
+			storetest.Check(t, os.WriteFile(p, fileBytes(i), 0o600))
+			fl, err := os.Open(p)
+			return fl, err == nil
+		}
+		var fsys *cfs.FS
+		mnt := f.mount(t, mountOpts{backing: backing, noPassthrough: true, fsys: &fsys})
+		for i := range uint32(f.ix.Len()) {
+			want := fileBytes(i)
+			if f.ix.Name(i) == "s2.jpg" {
+				want = f.blobs["a/s2.jpg"]
+			}
+			got := storetest.Must(os.ReadFile(filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".jpg")))(t)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s: read %d bytes, not the %d bytes of its %s", f.ix.Name(i), len(got), len(want), map[bool]string{true: "store entry", false: "file"}[f.ix.Name(i) == "s2.jpg"])
+			}
+		}
+		// READs are at most 128 KiB (go-fuse's default MaxWrite sets the kernel's
+		// max_pages): three for s0, one for s1.
+		if s := fsys.Stats(); s.PassedThrough != 0 || s.FromFiles != 4 {
+			t.Errorf("served %+v: want no open passed through and 4 READs from files", s)
+		}
+	})
+	t.Run("targets", func(t *testing.T) {
+		f := targetFixture(t, 8, memstore.Options{})
+		dir := t.TempDir()
+		backing := func(i uint32) (*os.File, bool) {
+			p := filepath.Join(dir, fmt.Sprint(i))
+			entry := append(bytes.Repeat([]byte{'P'}, int(f.ix.Size(i))), bytes.Repeat([]byte{'T'}, int(f.ix.TargetSize(i)))...)
+			storetest.Check(t, os.WriteFile(p, entry, 0o600))
+			fl, err := os.Open(p)
+			return fl, err == nil
+		}
+		mnt := f.mount(t, mountOpts{backing: backing})
+		for _, sub := range []struct{ dir, fill string }{{"epoch-0", "P"}, {"epoch-0.targets", "T"}} {
+			root := filepath.Join(mnt, "all", sub.dir)
+			list := strings.Split(strings.TrimSpace(string(storetest.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
+			for _, line := range list {
+				name, _ := splitLine(line)
+				got := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
+				if len(got) == 0 || strings.Trim(string(got), sub.fill) != "" {
+					t.Errorf("%s/%s: read %.12q... (%d bytes), want its part of the entry, all %q", sub.dir, name, got, len(got), sub.fill)
+				}
+			}
+		}
+	})
 }
 
 // With Config.Backing, a sample held in a local file is opened in passthrough mode and the

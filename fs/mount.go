@@ -2,6 +2,7 @@ package fs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 	"time"
 
@@ -22,6 +23,9 @@ type MountOptions struct {
 	MaxBackground int
 	// Debug logs every FUSE request.
 	Debug bool
+	// NoPassthrough serves samples with a backing file (Config.Backing) by READs spliced
+	// from it even where the kernel could pass their opens through (to compare the two).
+	NoPassthrough bool
 }
 
 // Mount mounts f at dir and serves it in the background. Unmount the returned server to
@@ -69,5 +73,42 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
+	// sends none again, so the choice holds for the mount's life.
+	if f.cfg.Backing != nil {
+		var why string
+		switch {
+		case f.ix.HasTargets():
+			why = "samples have targets: a file holds the sample and its target"
+		case o.NoPassthrough:
+			why = "asked for"
+		default:
+			why = canPassThrough(server)
+		}
+		if why != "" {
+			f.passthrough.Store(false)
+			f.log.Info("cache directory files served by reads spliced from them, not passed through", "why", why)
+		}
+	}
 	return server, nil
+}
+
+// canPassThrough tells why the kernel would refuse to pass opens through to local files
+// on this mount ("" if it would not): it needs Linux 6.9+ (CAP_PASSTHROUGH offered at
+// INIT) and CAP_SYS_ADMIN to register a backing file, which is tried on this executable.
+func canPassThrough(s *fuse.Server) string {
+	if s.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
+		return "the kernel does not offer FUSE passthrough (Linux 6.9+)"
+	}
+	exe, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return err.Error()
+	}
+	defer exe.Close()
+	id, errno := s.RegisterBackingFd(&fuse.BackingMap{Fd: int32(exe.Fd())})
+	if errno != 0 {
+		return "registering a backing file: " + errno.Error() + " (it needs CAP_SYS_ADMIN)"
+	}
+	s.UnregisterBackingFd(id)
+	return ""
 }

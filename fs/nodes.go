@@ -356,7 +356,7 @@ func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 // no mode.
 func (s *sampleFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	f := s.fs
-	if f.cfg.Backing == nil {
+	if !f.passthrough.Load() {
 		return nil, 0, syscall.ENOSYS
 	}
 	f.openMu.Lock()
@@ -437,6 +437,11 @@ func (s *sampleFile) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errn
 }
 
 func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if s.fs.cfg.Backing != nil && !s.fs.passthrough.Load() {
+		if r, ok := s.readFile(off, len(dest)); ok {
+			return r, 0
+		}
+	}
 	data, err := s.fs.cfg.Blobs(ctx, s.i)
 	if err != nil {
 		return nil, s.fs.errno("read", s.i, err)
@@ -458,6 +463,54 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	}
 	// data is immutable (shared from the cache), so go-fuse may send it after we return.
 	return fuse.ReadResultData(data[off:end]), 0
+}
+
+// readFile answers a READ from the sample's backing file, if it has one: go-fuse splices
+// the range from the file to the kernel, so the bytes never pass through cassfs's memory.
+// The file was verified by Backing; its entry holds the blob, then the target.
+func (s *sampleFile) readFile(off int64, n int) (fuse.ReadResult, bool) {
+	file, ok := s.fs.cfg.Backing(s.i)
+	if !ok {
+		return nil, false
+	}
+	start, size := int64(0), s.fs.ix.Size(s.i)
+	if s.target {
+		start, size = size, s.fs.ix.TargetSize(s.i)
+	}
+	if off >= size {
+		file.Close()
+		return fuse.ReadResultData(nil), true
+	}
+	end := min(off+int64(n), size)
+	s.fs.reads.Add(1)
+	s.fs.readBytes.Add(end - off)
+	s.fs.fromFiles.Add(1)
+	if off == 0 {
+		s.fs.filesRead.Add(1)
+	}
+	return &fileResult{s: s, f: file, off: start + off, n: int(end - off)}, true
+}
+
+// fileResult is a READ answered from a range of a local file. go-fuse splices it to the
+// kernel when it can (it asks Seekable: file → pipe → /dev/fuse, fuse/splice_linux.go) and
+// calls Bytes otherwise; Done closes the file once the reply is written.
+type fileResult struct {
+	s   *sampleFile
+	f   *os.File
+	off int64
+	n   int
+}
+
+func (r *fileResult) Seekable() (fd uintptr, off int64, n int) { return r.f.Fd(), r.off, r.n }
+func (r *fileResult) Size() int                                { return r.n }
+func (r *fileResult) Done()                                    { r.f.Close() }
+
+func (r *fileResult) Bytes(buf []byte) ([]byte, fuse.Status) {
+	n, err := r.f.ReadAt(buf[:min(len(buf), r.n)], r.off)
+	if err != nil { // shorter than the index says: it changed since it was verified
+		return nil, fuse.Status(r.s.fs.errno("read", r.s.i, err))
+	}
+	return buf[:n], fuse.OK
 }
 
 // genFile is a file generated on demand by the view: an epoch view's DALI file_list or a
@@ -508,7 +561,7 @@ func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 // Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
 // one ENOSYS stops the kernel sending OPEN for the whole mount.
 func (g *genFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if g.fs.cfg.Backing != nil {
+	if g.fs.passthrough.Load() {
 		return nil, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return nil, 0, syscall.ENOSYS

@@ -33,7 +33,7 @@ type CacheOptions struct {
 	// from a bitset without taking the cache's lock (1 bit per sample).
 	Samples int
 	// Local, if set, reports samples readers get from a local file without this cache (the
-	// disk tier, passed through): Prefetch leaves them alone.
+	// disk tier, passed through or spliced by package fs): Prefetch leaves them alone.
 	Local func(i uint32) bool
 }
 
@@ -301,8 +301,8 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 	c.bytes += n
 }
 
-// Drop forgets sample i's blob: its readers read it elsewhere (a passthrough open of its
-// file in the disk tier), so its memory goes to blobs that will be read from here. A
+// Drop forgets sample i's blob: its readers read it elsewhere (its file in the disk tier,
+// passed through or spliced), so its memory goes to blobs that will be read from here. A
 // prefetched blob nobody reads from the cache would otherwise stay fresh, and fresh blobs
 // filling the cache stop prefetching.
 func (c *Cache) Drop(i uint32) {

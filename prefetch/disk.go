@@ -307,7 +307,8 @@ func (d *DiskTier) verify(i uint32, data []byte) error {
 	return err
 }
 
-// Backing opens sample i's entry for a reader to read directly (FUSE passthrough), after
+// Backing opens sample i's entry for a reader to read directly (FUSE passthrough, or
+// spliced by package fs), after
 // verifying its content; false if there is none or it does not verify (it is then removed,
 // and the sample is fetched again when read).
 func (d *DiskTier) Backing(i uint32) (*os.File, bool) {

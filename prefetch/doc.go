@@ -126,8 +126,9 @@
 // DiskTier (disk.go) keeps fetched blobs as files in a local directory, for later epochs
 // and later mounts. It sits under the Cache as a Fetch wrapper: a fetch is served from its
 // file when it holds one that verifies, else fetched and written there. Files it holds are
-// better read by the kernel itself (FUSE passthrough, package fs): the Cache then leaves
-// them alone (CacheOptions.Local) and drops their blobs once opened there (Cache.Drop).
+// better read from there (by the kernel itself through FUSE passthrough, or spliced by
+// package fs): the Cache then leaves them alone (CacheOptions.Local) and drops their
+// blobs once read there (Cache.Drop).
 //
 // # Lock order
 //

@@ -67,6 +67,8 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 			func() float64 { return float64(f.Stats().Files) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_opens_passed_through_total", Help: "Opens passed through to a file of the cache directory (the kernel reads it; no READ reaches cassfs)."},
 			func() float64 { return float64(f.Stats().PassedThrough) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_reads_from_cache_files_total", Help: "READs answered from a file of the cache directory where opens are not passed through (spliced; included in cassfs_reads_total)."},
+			func() float64 { return float64(f.Stats().FromFiles) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_fetch_hedges_total", Help: "Blob reads sent a second time after --speculative-after."},
 			func() float64 { return float64(hedges()) }),
 	)

@@ -354,9 +354,8 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		fetch = m.disk.Fetch(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
-	if m.disk != nil && !ix.HasTargets() {
-		// Read through passthrough opens, not this cache. (A dataset with targets keeps a
-		// sample and its target in one file, which is not passed through: fs.New.)
+	if m.disk != nil {
+		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
 	}
 	m.cache = prefetch.NewCache(fetch, co)
