@@ -856,14 +856,17 @@ func TestSplicedReads(t *testing.T) {
 			}
 			return b
 		}
+		// Written before mounting: the READs of one file come concurrently, each asking
+		// for the file.
 		dir := t.TempDir()
+		for i := range uint32(f.ix.Len()) {
+			storetest.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), fileBytes(i), 0o600))
+		}
 		backing := func(i uint32) (*os.File, bool) {
 			if f.ix.Name(i) == "s2.jpg" {
 				return nil, false
 			}
-			p := filepath.Join(dir, fmt.Sprint(i))
-			storetest.Check(t, os.WriteFile(p, fileBytes(i), 0o600))
-			fl, err := os.Open(p)
+			fl, err := os.Open(filepath.Join(dir, fmt.Sprint(i)))
 			return fl, err == nil
 		}
 		var fsys *cfs.FS
@@ -887,11 +890,12 @@ func TestSplicedReads(t *testing.T) {
 	t.Run("targets", func(t *testing.T) {
 		f := targetFixture(t, 8, memstore.Options{})
 		dir := t.TempDir()
-		backing := func(i uint32) (*os.File, bool) {
-			p := filepath.Join(dir, fmt.Sprint(i))
+		for i := range uint32(f.ix.Len()) {
 			entry := append(bytes.Repeat([]byte{'P'}, int(f.ix.Size(i))), bytes.Repeat([]byte{'T'}, int(f.ix.TargetSize(i)))...)
-			storetest.Check(t, os.WriteFile(p, entry, 0o600))
-			fl, err := os.Open(p)
+			storetest.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), entry, 0o600))
+		}
+		backing := func(i uint32) (*os.File, bool) {
+			fl, err := os.Open(filepath.Join(dir, fmt.Sprint(i)))
 			return fl, err == nil
 		}
 		mnt := f.mount(t, mountOpts{backing: backing})
