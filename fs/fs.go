@@ -133,6 +133,15 @@ func (f *FS) Stats() ServeStats {
 	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load()}
 }
 
+// served counts a READ answered with bytes off..end of a file.
+func (f *FS) served(off, end int64) {
+	f.reads.Add(1)
+	f.readBytes.Add(end - off)
+	if off == 0 {
+		f.filesRead.Add(1)
+	}
+}
+
 // firstSampleIno is the inode number of canonical sample 0, firstTargetIno that of its
 // target. Directory and file_list inodes are numbered automatically by go-fuse from 2^63
 // on, so they never collide.

@@ -343,12 +343,13 @@ func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 	return 0
 }
 
-// Open answers ENOSYS on purpose when there is no backing file to pass reads through to:
+// Open answers ENOSYS on purpose unless opens are passed through to backing files:
 // with FUSE_NO_OPEN_SUPPORT the kernel then treats every open of the mount as successful
 // without asking again and keeps the page cache, saving a request per file (measured:
 // ~1.5x files/s for small files). Writes never get here: the mount is read-only.
 //
-// With Config.Backing, a sample held in a local file is opened in passthrough mode (the
+// With Config.Backing where the kernel allows passthrough (FS.passthrough, set by Mount),
+// a sample held in a local file is opened in passthrough mode (the
 // kernel reads the file itself), others in cached mode as before. The kernel refuses (EIO)
 // an open whose mode differs from that of the inode's opens still open (fs/fuse/iomode.c,
 // fuse_file_io_open), so while a sample is open every further open gets the same mode; a
@@ -456,11 +457,7 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), int64(len(data)))
-	s.fs.reads.Add(1)
-	s.fs.readBytes.Add(end - off)
-	if off == 0 {
-		s.fs.filesRead.Add(1)
-	}
+	s.fs.served(off, end)
 	// data is immutable (shared from the cache), so go-fuse may send it after we return.
 	return fuse.ReadResultData(data[off:end]), 0
 }
@@ -482,12 +479,8 @@ func (s *sampleFile) readFile(off int64, n int) (fuse.ReadResult, bool) {
 		return fuse.ReadResultData(nil), true
 	}
 	end := min(off+int64(n), size)
-	s.fs.reads.Add(1)
-	s.fs.readBytes.Add(end - off)
+	s.fs.served(off, end)
 	s.fs.fromFiles.Add(1)
-	if off == 0 {
-		s.fs.filesRead.Add(1)
-	}
 	return &fileResult{s: s, f: file, off: start + off, n: int(end - off)}, true
 }
 
