@@ -179,6 +179,11 @@ func connectError(cfg Config, err error) error {
 		return fmt.Errorf("connect to Cassandra at %s: login as %q refused: check the password ($CASSFS_PASSWORD or --password-file): %w", at, cfg.Username, err)
 	case strings.Contains(msg, "tls: certificate required"):
 		return fmt.Errorf("connect to Cassandra at %s: the cluster requires a client certificate: give --tls-cert and --tls-key: %w", at, err)
+	case cfg.TLS != nil && cfg.TLS.CertFile == "" && strings.Contains(msg, "no response to connection startup"):
+		// A node that requires a client certificate rejects a connection without one once
+		// the handshake ends (TLS 1.3). That usually surfaces as the error above, but it
+		// has also been seen as this timeout instead, with the node under load.
+		return fmt.Errorf("connect to Cassandra at %s over TLS: no answer to the connection's start-up; if the cluster requires a client certificate, give --tls-cert and --tls-key (else: is it running and reachable? see --hosts): %w", at, err)
 	case cfg.TLS == nil && (strings.Contains(msg, "EOF") || strings.Contains(msg, "connection reset")):
 		return fmt.Errorf("connect to Cassandra at %s: the connection was closed at once; does the cluster require TLS (--tls-ca)? %w", at, err)
 	}
