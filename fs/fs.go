@@ -108,7 +108,7 @@ type FS struct {
 	fromFiles                   atomic.Int64 // READs answered from a backing file
 	// passthrough: OPEN is answered and samples with a backing file are passed through;
 	// otherwise their READs are spliced from the file. Mount clears it where the kernel
-	// refuses passthrough.
+	// refuses passthrough, and for datasets with targets.
 	passthrough atomic.Bool
 
 	openMu sync.Mutex
@@ -160,9 +160,7 @@ func New(cfg Config) *FS {
 	}
 	ix := cfg.Views.Index()
 	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{}}
-	// With targets a disk entry holds a sample and its target in one file, which cannot
-	// be passed through as either; READs are answered from it at their offset instead.
-	f.passthrough.Store(cfg.Backing != nil && !ix.HasTargets())
+	f.passthrough.Store(cfg.Backing != nil) // until Mount finds otherwise
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
 		f.totalBytes += uint64(ix.Size(i))

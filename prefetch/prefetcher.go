@@ -90,7 +90,9 @@ type stream struct {
 	nextEpoch int // 0 or 1: the prefetcher runs at most one epoch ahead
 	nextPos   int
 	issued    int64 // guarded by mu
-	blocked   bool  // guarded by mu; the cache refused the last prefetch (counted in Prefetcher.blocked)
+	// orderingNext: a pump is computing the next epoch's order; guarded by mu.
+	orderingNext bool
+	blocked      bool // guarded by mu; the cache refused the last prefetch (counted in Prefetcher.blocked)
 
 	fut     atomic.Pointer[streamFuture] // with Options.Samples: the known future (future.go)
 	headPos atomic.Int64                 // head, for Next without mu
@@ -202,10 +204,17 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 }
 
 // pump goes on issuing after the next epoch's order was asked for (by pumpLocked or as
-// readers enter an epoch); it fetches the order from the stream with no lock held.
+// readers enter an epoch); it fetches the order from the stream with no lock held. One
+// caller at a time does: readers entering an epoch together all ask, and the others leave
+// the issuing to it.
 func (p *Prefetcher) pump(s *stream, needNext bool) {
 	for needNext {
 		s.mu.Lock()
+		if s.orderingNext {
+			s.mu.Unlock()
+			return
+		}
+		s.orderingNext = true
 		e := s.epoch + 1
 		s.mu.Unlock()
 		order := s.src.Order(e)
@@ -214,6 +223,7 @@ func (p *Prefetcher) pump(s *stream, needNext bool) {
 			inv = invert(order, p.opts.Samples)
 		}
 		s.mu.Lock()
+		s.orderingNext = false
 		if s.epoch+1 == e && s.next == nil {
 			s.next = order
 			if f := s.fut.Load(); f != nil && inv != nil {
