@@ -59,12 +59,14 @@ type DiskTier struct {
 	log      *slog.Logger
 
 	mu       sync.Mutex
-	held     map[uint32]int64  // guarded by mu: sample → size of its entry
-	policy   *SampledMIN       // guarded by mu: the held samples, for eviction
-	future   ReuseFuture       // guarded by mu: what evicts (nil: none, the tier keeps what it has)
-	bytes    int64             // guarded by mu
-	verified map[uint32]fileID // guarded by mu: entries written or verified by this mount, as they were then
-	present  []atomic.Uint64   // a bit per sample: held (Holds without the lock)
+	held     map[uint32]int64    // guarded by mu: sample → size of its entry
+	policy   *SampledMIN         // guarded by mu: the held samples, for eviction
+	future   ReuseFuture         // guarded by mu: what evicts (nil: none, the tier keeps what it has)
+	bytes    int64               // guarded by mu
+	verified map[uint32]fileID   // guarded by mu: entries written or verified by this mount, as they were then
+	files    map[uint32]*os.File // guarded by mu: verified entries held open (at most maxFiles; see Backing)
+	maxFiles int
+	present  []atomic.Uint64 // a bit per sample: held (Holds without the lock)
 
 	hits, misses, corrupt, writeErrors, evicted atomic.Int64
 	before                                      DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
@@ -171,7 +173,8 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
 	}
 	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
-		policy: NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{}, present: make([]atomic.Uint64, (ix.Len()+63)/64)}
+		policy: NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{},
+		files: map[uint32]*os.File{}, maxFiles: maxHeldFiles(), present: make([]atomic.Uint64, (ix.Len()+63)/64)}
 	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
 		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
 	}
@@ -308,14 +311,31 @@ func (d *DiskTier) verify(i uint32, data []byte) error {
 }
 
 // Backing opens sample i's entry for a reader to read directly (FUSE passthrough, or
-// spliced by package fs), after
-// verifying its content; false if there is none or it does not verify (it is then removed,
-// and the sample is fetched again when read).
+// spliced by package fs), after verifying its content; false if there is none or it does
+// not verify (it is then removed, and the sample is fetched again when read). The caller
+// closes the file; it shares its offset with other opens of the entry, so only positional
+// reads (ReadAt, splice with an offset, passthrough) may use it.
+//
+// A verified entry stays open (up to maxFiles of them) and later opens duplicate that
+// descriptor: opening an entry by its path cost a fifth of the daemon's CPU per file in
+// cached epochs (path walk, and after the kernel dropped its caches a read of the
+// directory and the inode from disk, inside the reader's OPEN). The held file pins its
+// inode, not its data, and the entry's eviction or removal closes it, so the bound on
+// disk still holds once no reader has it open.
 func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 	if !d.Holds(i) {
 		return nil, false
 	}
-	f, err := os.Open(d.path(i))
+	var f *os.File
+	var err error
+	d.mu.Lock()
+	if h := d.files[i]; h != nil {
+		f, err = dupFile(h) // under the lock: an eviction cannot close h meanwhile
+	}
+	d.mu.Unlock()
+	if f == nil && err == nil {
+		f, err = os.Open(d.path(i))
+	}
 	if err == nil {
 		id, ok := idOf(f)
 		d.mu.Lock()
@@ -323,6 +343,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 		d.mu.Unlock()
 		if ok && seen && id == known {
 			d.hits.Add(1)
+			d.hold(i, f, id)
 			return f, true // written or verified by this mount, and not changed since
 		}
 		bp := verifyBufs.Get().(*[]byte)
@@ -332,7 +353,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 			buf = make([]byte, 0, n+1)
 		}
 		var m int
-		m, err = io.ReadFull(f, buf[:n+1])
+		m, err = io.ReadFull(io.NewSectionReader(f, 0, n+1), buf[:n+1])
 		if errors.Is(err, io.ErrUnexpectedEOF) && int64(m) == n {
 			err = d.verify(i, buf[:n])
 		} else if err == nil {
@@ -344,6 +365,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 			d.mu.Lock()
 			d.verified[i] = id
 			d.mu.Unlock()
+			d.hold(i, f, id)
 		}
 	}
 	if err != nil {
@@ -355,6 +377,51 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 	}
 	d.hits.Add(1)
 	return f, true
+}
+
+// hold keeps a descriptor of f, which verified as id, open for later opens of sample i's
+// entry, unless one is held already or the entry was dropped meanwhile. When maxFiles are
+// held, another one is closed first.
+func (d *DiskTier) hold(i uint32, f *os.File, id fileID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if h := d.files[i]; h != nil || d.maxFiles <= 0 {
+		return
+	}
+	if known, ok := d.verified[i]; !ok || known != id {
+		return // dropped, or changed, since f was verified
+	}
+	if len(d.files) >= d.maxFiles {
+		for v, h := range d.files { // any one: the map's order is as good as random here
+			h.Close()
+			delete(d.files, v)
+			break
+		}
+	}
+	if h, err := dupFile(f); err == nil {
+		d.files[i] = h
+	}
+}
+
+// dupFile returns a new descriptor of f's open file (same offset, same file).
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// maxHeldFiles is how many entries a tier holds open: a quarter of the descriptors the
+// process may open (Go raises the soft limit to the hard one at start), at most 32,768 —
+// each pins an inode and a dentry, about a kilobyte of kernel memory.
+func maxHeldFiles() int {
+	var lim syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+		return 0
+	}
+	return int(min(lim.Cur/4, 1<<15))
 }
 
 // verifyBufs are the buffers Backing verifies files in.
@@ -409,6 +476,14 @@ func (d *DiskTier) write(i uint32, data []byte) {
 		}
 		if err == nil {
 			d.mark(i, true)
+			// Held open from now on (see Backing): the directory entry is in the
+			// kernel's caches now, so this open is cheap, unlike one in a later epoch.
+			if g, gerr := os.Open(p); gerr == nil {
+				if gid, ok := idOf(g); ok && known && gid == id {
+					d.hold(i, g, gid)
+				}
+				g.Close()
+			}
 		} else {
 			os.Remove(f.Name())
 		}
@@ -457,6 +532,10 @@ func (d *DiskTier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits boo
 // forgetLocked stops holding sample i's entry (its file stays for the caller to remove).
 // d.mu is held.
 func (d *DiskTier) forgetLocked(i uint32) {
+	if h := d.files[i]; h != nil {
+		h.Close()
+		delete(d.files, i)
+	}
 	if n, ok := d.held[i]; ok {
 		delete(d.held, i)
 		delete(d.verified, i)
@@ -520,8 +599,15 @@ func (d *DiskTier) ForgetCounts() {
 	d.misses.Store(0)
 }
 
-// Close adds this mount's hits and misses to the directory's and releases its lock.
+// Close adds this mount's hits and misses to the directory's, closes the entries it holds
+// open and releases its lock.
 func (d *DiskTier) Close() error {
+	d.mu.Lock()
+	for v, h := range d.files {
+		h.Close()
+		delete(d.files, v)
+	}
+	d.mu.Unlock()
 	st := DiskStats{Hits: d.before.Hits + d.hits.Load(), Misses: d.before.Misses + d.misses.Load()}
 	if b, err := json.Marshal(st); err == nil {
 		os.WriteFile(filepath.Join(d.dir, statsFile), b, 0o600)

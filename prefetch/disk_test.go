@@ -347,3 +347,79 @@ func TestDiskTierEvictsByFuture(t *testing.T) {
 		}
 	}
 }
+
+// openIn returns the files under dir (but the lock) that this process has open.
+func openIn(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	storetest.Check(t, err)
+	var open []string
+	for _, e := range ents {
+		if p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(p, dir) && !strings.HasSuffix(p, ".lock") {
+			open = append(open, p)
+		}
+	}
+	return open
+}
+
+// A verified entry is held open: later opens duplicate it rather than open its path (so an
+// entry removed behind the tier's back still serves its verified bytes), each open is the
+// caller's to close, at most maxFiles are held, and dropping an entry or closing the tier
+// closes what it holds, so no removed file keeps its disk space.
+func TestDiskTierHoldsEntriesOpen(t *testing.T) {
+	ctx := context.Background()
+	ix, next, _ := diskDataset(t, 6, "v1")
+	dir := t.TempDir()
+	d := storetest.Must(OpenDiskTier(dir, "ds", ix, 1<<30, quiet()))(t)
+	fetch := d.Fetch(next)
+	for i := range uint32(ix.Len()) {
+		storetest.Must(fetch(ctx, i))(t)
+	}
+	if n := len(openIn(t, dir)); n != ix.Len() {
+		t.Fatalf("%d entries held open after writing %d", n, ix.Len())
+	}
+	read := func(i uint32) ([]byte, bool) {
+		f, ok := d.Backing(i)
+		if !ok {
+			return nil, false
+		}
+		defer f.Close()
+		b := make([]byte, ix.BlobSize(i))
+		_, err := f.ReadAt(b, 0)
+		storetest.Check(t, err)
+		return b, true
+	}
+	storetest.Check(t, os.Remove(d.path(2)))
+	for range 2 {
+		got, ok := read(2)
+		if want := storetest.Must(next(ctx, 2))(t); !ok || !bytes.Equal(got, want) {
+			t.Fatalf("an entry removed after it was verified: served %v, right bytes %v; want its held bytes", ok, bytes.Equal(got, want))
+		}
+	}
+	d.drop(2)
+	for _, p := range openIn(t, dir) {
+		if strings.Contains(p, filepath.Base(d.path(2))) {
+			t.Errorf("dropped entry still open: %s", p)
+		}
+	}
+
+	storetest.Check(t, d.Close())
+	if open := openIn(t, dir); len(open) != 0 {
+		t.Errorf("open after Close: %v", open)
+	}
+
+	d = storetest.Must(OpenDiskTier(dir, "ds", ix, 1<<30, quiet()))(t)
+	d.maxFiles = 2
+	fetch = d.Fetch(next)
+	for i := range uint32(ix.Len()) {
+		storetest.Must(fetch(ctx, i))(t)
+		read(i)
+	}
+	if n := len(openIn(t, dir)); n != 2 {
+		t.Errorf("%d files open under the tier with maxFiles 2", n)
+	}
+	storetest.Check(t, d.Close())
+	if open := openIn(t, dir); len(open) != 0 {
+		t.Errorf("open after Close: %v", open)
+	}
+}
