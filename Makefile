@@ -51,6 +51,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt
 	$(GO) test -run '^$$' -bench CachedEpochSources -benchtime 1x -count 3 -timeout 30m ./fs/ | tee bench/cached-epoch-sources.txt
 	$(GO) test -run '^$$' -bench Create -benchtime 1x -count 1 -benchmem -timeout 30m ./splits/ | tee bench/split-create.txt
+	$(GO) test -run '^$$' -bench BlobFloor -count 3 -timeout 30m ./prefetch/ | tee bench/blob-floor.txt
 	$(GO) test -run '^$$' -bench EvictionPolicies -benchtime 1x -count 1 -timeout 30m ./prefetch/ | tee bench/eviction-policies.txt
 	$(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -count 1 -timeout 30m -v ./e2e/ 2>&1 | tee bench/soak.txt
 	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench 'Latency$$' -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
