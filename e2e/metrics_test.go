@@ -179,6 +179,15 @@ func TestBenchCommand(t *testing.T) {
 			t.Errorf("bench output lacks 120 reads on %s:\n%s", path, r.stdout)
 		}
 	}
+	// The mount's own CPU per file and its fetches per file, asked of the mount: a fresh
+	// epoch of a fresh mount fetches every file it serves, at least once.
+	cols := regexp.MustCompile(`(?m)^\s*mount\s.*\s(\d+)\s+(\d+)\s+(\d+\.\d+)\s*$`).FindStringSubmatch(r.stdout)
+	if cols == nil {
+		t.Fatalf("bench output lacks the mount's CPU and fetches per file:\n%s", r.stdout)
+	}
+	if f, _ := strconv.ParseFloat(cols[3], 64); f < 1 {
+		t.Errorf("mount: %s fetches per file read from a fresh mount, want at least 1:\n%s", cols[3], r.stdout)
+	}
 }
 
 // rssBound is the resident memory `cassfs mount --help` promises for --cache-size cache

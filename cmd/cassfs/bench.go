@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -47,7 +48,13 @@ each path it is given, with ratios to the raw database reads:
   local   the same files in a local ImageFolder tree --local (e.g. the tree ingested)
 
 Each path reads each sample once. The mount should be fresh (nothing of that epoch read
-yet), or its caches will serve it; a local tree is read through the page cache as is.`,
+yet), or its caches will serve it; a local tree is read through the page cache as is.
+
+Beside throughput it reports CPU per file: "cpu" is this process's own (user + system:
+the store client, or the reader of the mount's or the local files), "daemon" the
+mount's, and "fetches" the mount's database fetches per file read, both asked of the
+mount over its control socket. The mount's figures cover everything it did meanwhile,
+prefetching beyond the files read included: that is what each file served cost it.`,
 		Example: `  cassfs bench -d tiles --mount /mnt/tiles --local ./tiles/images --samples 5000 --readers 16`,
 		Args:    noArgs("bench"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
@@ -76,6 +83,33 @@ type benchResult struct {
 	elapsed time.Duration
 	lat     []time.Duration
 	errors  int
+	// cpu is this process's CPU over the read (the store client, or the reader of the
+	// mount's or local files); daemon and fetches the mount's CPU and database fetches
+	// (from its control socket), negative where not measured.
+	cpu, daemon, fetches float64
+}
+
+// selfCPU is this process's user and system CPU time so far, in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// mountCounters returns the mount's CPU seconds and database fetches so far, read from
+// its control socket; ok is false if it cannot be asked.
+func mountCounters(ctx context.Context, dir string) (cpu, fetches float64, ok bool) {
+	fams, err := scrapeMount(ctx, dir)
+	if err != nil {
+		return 0, 0, false
+	}
+	f := families(fams)
+	if h := f["cassfs_fetch_seconds"]; h != nil && len(h.Metric) > 0 {
+		fetches = float64(h.Metric[0].GetHistogram().GetSampleCount())
+	}
+	return f.value("process_cpu_seconds_total"), fetches, true
 }
 
 func (r benchResult) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
@@ -91,7 +125,8 @@ func (r benchResult) pct(q float64) time.Duration {
 
 // measure runs read(k) for k in [0, n) on p goroutines.
 func measure(name string, n, p int, read func(k int) (int, error)) benchResult {
-	r := benchResult{path: name, lat: make([]time.Duration, n)}
+	r := benchResult{path: name, lat: make([]time.Duration, n), daemon: -1, fetches: -1}
+	cpu := selfCPU()
 	var next atomic.Int64
 	var bytes, errs atomic.Int64
 	var wg sync.WaitGroup
@@ -114,6 +149,7 @@ func measure(name string, n, p int, read func(k int) (int, error)) benchResult {
 	}
 	wg.Wait()
 	r.elapsed = time.Since(start)
+	r.cpu = selfCPU() - cpu
 	r.files, r.bytes, r.errors = n-int(errs.Load()), bytes.Load(), int(errs.Load())
 	return r
 }
@@ -136,16 +172,25 @@ func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.W
 	}))
 
 	if o.mount != "" {
+		// Counted from before the file list is read: reading it enters the epoch,
+		// which starts the prefetcher.
+		cpu0, fetches0, asked := mountCounters(ctx, o.mount)
 		root := filepath.Join(o.mount, "all", fmt.Sprintf("epoch-%d", o.epoch))
 		names, err := readFileList(filepath.Join(root, "file_list.txt"), n)
 		if err != nil {
 			return fmt.Errorf("--mount: %w (is a cassfs mount of dataset %s there?)", err, st.Dataset())
 		}
 		fmt.Fprintf(errOut, "mount: reading %d files of %s with %d readers...\n", len(names), root, o.readers)
-		results = append(results, measure("mount", len(names), o.readers, func(k int) (int, error) {
+		r := measure("mount", len(names), o.readers, func(k int) (int, error) {
 			b, err := os.ReadFile(filepath.Join(root, names[k]))
 			return len(b), err
-		}))
+		})
+		if cpu1, fetches1, ok := mountCounters(ctx, o.mount); asked && ok {
+			r.daemon, r.fetches = cpu1-cpu0, fetches1-fetches0
+		} else {
+			fmt.Fprintf(errOut, "mount: its control socket did not answer (mounted by another user?): no daemon CPU or fetches\n")
+		}
+		results = append(results, r)
 	}
 	if o.local != "" {
 		classes := ix.Labels()
@@ -183,11 +228,18 @@ func readFileList(path string, n int) ([]string, error) {
 
 func printBench(w io.Writer, results []benchResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "path\tfiles\tfiles/s\tMB/s\tp50\tp99\tvs store\t")
+	fmt.Fprintln(tw, "path\tfiles\tfiles/s\tMB/s\tp50\tp99\tvs store\tcpu µs/file\tdaemon µs/file\tfetches/file\t")
 	base := results[0].filesPerSec()
+	perFile := func(v float64, n int, format string) string {
+		if v < 0 || n == 0 {
+			return "—"
+		}
+		return fmt.Sprintf(format, v/float64(n))
+	}
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%v\t%v\t%.2f×\t\n", r.path, r.files, r.filesPerSec(),
-			float64(r.bytes)/1e6/r.elapsed.Seconds(), r.pct(0.5).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.filesPerSec()/base)
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%v\t%v\t%.2f×\t%s\t%s\t%s\t\n", r.path, r.files, r.filesPerSec(),
+			float64(r.bytes)/1e6/r.elapsed.Seconds(), r.pct(0.5).Round(10*time.Microsecond), r.pct(0.99).Round(10*time.Microsecond), r.filesPerSec()/base,
+			perFile(r.cpu*1e6, r.files, "%.0f"), perFile(r.daemon*1e6, r.files, "%.0f"), perFile(r.fetches, r.files, "%.3f"))
 	}
 	tw.Flush()
 }

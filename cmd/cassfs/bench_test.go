@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,6 +36,10 @@ func TestBenchStoreAndLocal(t *testing.T) {
 	for _, l := range lines[1:] {
 		if f := strings.Fields(l); len(f) < 2 || f[1] != "40" {
 			t.Errorf("a path did not read 40 files: %q", l)
+		}
+		// This process's CPU per file; no mount, so no daemon CPU or fetches.
+		if f := strings.Fields(l); len(f) != 10 || !regexp.MustCompile(`^\d+$`).MatchString(f[7]) || f[8] != "—" || f[9] != "—" {
+			t.Errorf("CPU and fetch columns of %q: want a number, then — twice", l)
 		}
 	}
 	// A missing local tree is reported as failed reads.
