@@ -329,11 +329,13 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 	var f *os.File
 	var err error
 	d.mu.Lock()
-	if h := d.files[i]; h != nil {
-		f, err = dupFile(h) // under the lock: an eviction cannot close h meanwhile
+	h := d.files[i]
+	if h != nil {
+		f, _ = dupFile(h) // under the lock: an eviction cannot close h meanwhile
 	}
 	d.mu.Unlock()
-	if f == nil && err == nil {
+	if f == nil { // not held, or no descriptor to spare for a duplicate
+		h = nil
 		f, err = os.Open(d.path(i))
 	}
 	if err == nil {
@@ -343,7 +345,9 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 		d.mu.Unlock()
 		if ok && seen && id == known {
 			d.hits.Add(1)
-			d.hold(i, f, id)
+			if h == nil {
+				d.hold(i, f, id)
+			}
 			return f, true // written or verified by this mount, and not changed since
 		}
 		bp := verifyBufs.Get().(*[]byte)
@@ -403,14 +407,14 @@ func (d *DiskTier) hold(i uint32, f *os.File, id fileID) {
 	}
 }
 
-// dupFile returns a new descriptor of f's open file (same offset, same file).
+// dupFile returns a new descriptor of f's open file (same offset, same file), closed on
+// exec from the start (F_DUPFD_CLOEXEC: no window for a child to inherit it).
 func dupFile(f *os.File) (*os.File, error) {
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, err
+	fd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_DUPFD_CLOEXEC, 0)
+	if errno != 0 {
+		return nil, errno
 	}
-	syscall.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), f.Name()), nil
+	return os.NewFile(fd, f.Name()), nil
 }
 
 // maxHeldFiles is how many entries a tier holds open: a quarter of the descriptors the
