@@ -8,7 +8,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -54,10 +53,9 @@ func TestIntegrity(t *testing.T) {
 	if err := read(5); err != nil {
 		t.Errorf("read of an intact sample: %v", err)
 	}
-	logs := m.stderr.String()
 	for _, want := range []string{corrupt.String(), "checksum differs", missing.String(), "not found"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("the log does not mention %q:\n%s", want, logs)
+		if !m.stderr.waitFor(want) {
+			t.Errorf("the log does not mention %q:\n%s", want, m.stderr.String())
 		}
 	}
 	body := scrape(t, metricsURL(t, m))

@@ -330,7 +330,7 @@ func TestMountLifecycle(t *testing.T) {
 		t.Fatalf("after kill -9 the mountpoint should be stale: %v", err)
 	}
 	again := startMountAt(t, dir, d.name)
-	if !strings.Contains(again.stderr.String(), "recovered a stale mount") {
+	if !again.stderr.waitFor("recovered a stale mount") {
 		t.Errorf("the new mount did not report recovering the stale one:\n%s", again.stderr.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "all", "epoch-0", "file_list.txt")); err != nil {
