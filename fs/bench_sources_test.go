@@ -127,8 +127,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.BlobSize})
 			vs := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: view.Arrival, Arrived: arrived, Progress: p})
 			mnt := b.TempDir()
-			server, err := cfs.Mount(mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench", NoPassthrough: source == "disk-splice"})
-			storetest.Check(b, err)
+			server := mountSelf(b, mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench", NoPassthrough: source == "disk-splice"})
 			readEpoch(b, filepath.Join(mnt, "all", "epoch-0")) // fills the cache or the tier
 			var files, cpu float64
 			var took time.Duration

@@ -137,10 +137,7 @@ func BenchmarkHugeDirectory(b *testing.B) {
 	defer cache.Close()
 	for range b.N {
 		dir := b.TempDir()
-		server, err := cfs.Mount(dir, cfs.New(cfs.Config{Views: view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}}), Blobs: cache.Get}), cfs.MountOptions{FsName: "cassfs:bench"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		server := mountSelf(b, dir, cfs.New(cfs.Config{Views: view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}}), Blobs: cache.Get}), cfs.MountOptions{FsName: "cassfs:bench"})
 		b.Cleanup(func() { server.Unmount() })
 		class := filepath.Join(dir, "all", "epoch-0", ix.Labels()[0])
 		before := heapInUse()

@@ -97,12 +97,7 @@ type mountOpts struct {
 // mount serves the fixture at a new directory until the test ends.
 func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting with DirectMount needs root")
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("no FUSE: %v", err)
-	}
+	requireFUSE(t)
 	cache := o.cache
 	if cache == nil {
 		cache = prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 20})
@@ -128,10 +123,7 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.fsys != nil {
 		*o.fsys = fsys
 	}
-	server, err := cfs.Mount(dir, fsys, cfs.MountOptions{FsName: "cassfs:test", NoPassthrough: o.noPassthrough})
-	if err != nil {
-		t.Fatal(err)
-	}
+	server := mountSelf(t, dir, fsys, cfs.MountOptions{FsName: "cassfs:test", NoPassthrough: o.noPassthrough})
 	t.Cleanup(func() {
 		if err := server.Unmount(); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)

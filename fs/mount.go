@@ -2,6 +2,7 @@ package fs
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"syscall"
 	"time"
@@ -21,8 +22,9 @@ type MountOptions struct {
 	// default 128 keeps many reads in flight to a latency-bound backend (go-fuse's default
 	// of 12 caps files/s at high latency).
 	MaxBackground int
-	// Debug logs every FUSE request.
-	Debug bool
+	// Debug logs every FUSE request, to Logger (the standard logger if nil).
+	Debug  bool
+	Logger *log.Logger
 	// NoPassthrough serves samples with a backing file (Config.Backing) by READs spliced
 	// from it even where the kernel could pass their opens through (to compare the two).
 	NoPassthrough bool
@@ -64,15 +66,26 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 			// Whole 128 KiB+ reads: fewer READs per file.
 			MaxReadAhead: 1 << 20,
 			Debug:        o.Debug,
+			Logger:       o.Logger,
 		},
 	}
 	// Arrival binding happens at LOOKUP; READDIRPLUS would look up (bind) every listed
 	// name, so listings must be plain READDIR.
 	opts.DisableReadDirPlus = f.views.Mode() == view.Arrival
-	server, err := gofs.Mount(dir, f.Root(), opts)
+	// Not gofs.Mount: its WaitMount opens a file on the new mount (go-fuse's poll hack) from
+	// this process. A process killed while one of its threads waits on its own mount cannot
+	// die: the thread waits uninterruptibly for an answer no other thread is left to give,
+	// and it keeps /dev/fuse open, so the kernel never aborts the connection (the process
+	// and the mount hang until someone writes to /sys/fs/fuse/connections/N/abort). So the
+	// daemon never touches its own mount. The hack is only for Go programs that read their
+	// own mount (tests: call the server's WaitMount first); other processes' POLLs are
+	// answered ENOSYS like any request. NewServer has already answered INIT (go-fuse
+	// v2.12: handleInit), so the kernel settings are known below.
+	server, err := fuse.NewServer(gofs.NewNodeFS(f.Root(), opts), dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	go server.Serve()
 	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
 	// sends none again, so the choice holds for the mount's life.
 	if f.cfg.Backing != nil {
