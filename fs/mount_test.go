@@ -26,10 +26,10 @@ func requireFUSE(t testing.TB) {
 }
 
 // mountSelf mounts fsys at dir for a test or benchmark that reads the mount from its own
-// process. It runs go-fuse's poll hack, which cfs.Mount leaves out: this process's first
-// open of a file on the mount would otherwise register it with the Go runtime's epoll,
-// which sends the mount a POLL while holding a P, and with every P held so no goroutine
-// would be left to answer it.
+// process. It runs go-fuse's poll hack, which cfs.Mount leaves out. Without it, this
+// process's first opens of files on the mount register them with the Go runtime's epoll,
+// which sends the mount a POLL while holding a P; with every P held that way, no goroutine
+// is left to answer.
 func mountSelf(t testing.TB, dir string, fsys *cfs.FS, o cfs.MountOptions) *fuse.Server {
 	t.Helper()
 	server, err := cfs.Mount(dir, fsys, o)
