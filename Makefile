@@ -21,12 +21,14 @@ deps: ## install what is missing: Go modules, Java 17 and Maven (Debian), the Ca
 build: ## build bin/cassfs
 	$(GO) build -o $(BIN) ./cmd/cassfs
 
-check: ## gofmt, go vet, staticcheck
+check: ## gofmt, go vet, staticcheck, blankerr (no error assigned to _ in a test)
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags e2e ./e2e/
+	$(GO) run ./internal/blankerr/cmd/blankerr ./...
+	GOFLAGS=-tags=e2e $(GO) run ./internal/blankerr/cmd/blankerr ./e2e/
 
 unit: ## unit and composite tests, with -race, then once more on one CPU (CI=true: no test may skip)
 	@mkdir -p .cache

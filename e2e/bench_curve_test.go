@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // curvePoint is one measurement of the latency-tolerance curve.
@@ -41,7 +43,7 @@ type curvePoint struct {
 func BenchmarkLatencyCurve(b *testing.B) {
 	count := 10_000
 	if s := os.Getenv("CASSFS_CURVE_COUNT"); s != "" {
-		count, _ = strconv.Atoi(s)
+		count = storetest.Must(strconv.Atoi(s))(b)
 	}
 	rtts := []float64{0.1, 20, 75, 150, 300}
 	if s := os.Getenv("CASSFS_CURVE_RTTS"); s != "" {
@@ -137,7 +139,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			ln.proxy.Stop()
 		}
 		if out := os.Getenv("CASSFS_BENCH_CURVE"); out != "" {
-			data, _ := json.MarshalIndent(points, "", " ")
+			data := storetest.Must(json.MarshalIndent(points, "", " "))(b)
 			if err := os.WriteFile(out, data, 0o644); err != nil {
 				b.Fatal(err)
 			}

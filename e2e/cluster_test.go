@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // cluster is a three-node Cassandra started by cassandra.sh beside the suite's node, on
@@ -41,12 +43,12 @@ func (c *cluster) pid(t testing.TB, i int) int {
 	t.Helper()
 	cmd := exec.Command("./cassandra.sh", "status")
 	cmd.Env = append(os.Environ(), c.env...)
-	out, _ := cmd.Output()
+	out, err := cmd.Output()
 	m := regexp.MustCompile(fmt.Sprintf(`node %d: running \(pid (\d+)\)`, i)).FindSubmatch(out)
 	if m == nil {
-		t.Fatalf("node %d is not running:\n%s", i, out)
+		t.Fatalf("node %d is not running (cassandra.sh status: %v):\n%s", i, err, out)
 	}
-	pid, _ := strconv.Atoi(string(m[1]))
+	pid := storetest.Must(strconv.Atoi(string(m[1])))(t)
 	return pid
 }
 

@@ -28,7 +28,7 @@ func TestDatasetCommands(t *testing.T) {
 	if r := cassfs(t, "dataset", "list"); r.code != 0 || !regexp.MustCompile(`(?m)^`+name+`\s+12\s+.*\s2\s+-\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+$`).MatchString(r.stdout) {
 		t.Errorf("dataset list: %s", r)
 	}
-	r := cassfs(t, "dataset", "show", "-d", name)
+	r := cassfs(t, "dataset", "show", name) // the positional form; the others use -d
 	if r.code != 0 || !regexp.MustCompile(`12 samples, .*, created \d{4}-`).MatchString(r.stdout) || !regexp.MustCompile(`patient_id\s+12 of 12`).MatchString(r.stdout) {
 		t.Errorf("dataset show: %s", r)
 	}
@@ -46,7 +46,7 @@ func TestDatasetCommands(t *testing.T) {
 	}
 
 	m := startMount(t, name, "--prefetch", "0", "--timeout", "2s")
-	if r := cassfs(t, "dataset", "delete", "-d", name, "--yes"); r.code != 0 {
+	if r := cassfs(t, "dataset", "delete", name, "--yes"); r.code != 0 {
 		t.Fatalf("dataset delete: %s", r)
 	}
 	epoch := filepath.Join(m.dir, "all", "epoch-0")

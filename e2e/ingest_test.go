@@ -90,7 +90,7 @@ func TestIngestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	classDirs, _ := os.ReadDir(root)
+	classDirs := storetest.Must(os.ReadDir(root))(t)
 	var wantLabels []string
 	for _, d := range classDirs {
 		wantLabels = append(wantLabels, d.Name())

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // TestMetricsEndpoint: reading an epoch in order through a mount with prefetching shows in
@@ -133,7 +135,10 @@ func metricsSummary(body string) string {
 func sumMetric(body, name string) float64 {
 	sum := 0.0
 	for _, m := range regexp.MustCompile(`(?m)^`+name+`(?:\{[^}]*\})? (\S+)$`).FindAllStringSubmatch(body, -1) {
-		v, _ := strconv.ParseFloat(m[1], 64)
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			panic(fmt.Sprintf("metric %s: %v", name, err)) // the pattern matched a non-number
+		}
 		sum += v
 	}
 	return sum
@@ -185,7 +190,7 @@ func TestBenchCommand(t *testing.T) {
 	if cols == nil {
 		t.Fatalf("bench output lacks the mount's CPU and fetches per file:\n%s", r.stdout)
 	}
-	if f, _ := strconv.ParseFloat(cols[3], 64); f < 1 {
+	if f := storetest.Must(strconv.ParseFloat(cols[3], 64))(t); f < 1 {
 		t.Errorf("mount: %s fetches per file read from a fresh mount, want at least 1:\n%s", cols[3], r.stdout)
 	}
 }
@@ -200,7 +205,7 @@ func rssBound(t testing.TB, cache, samples int) float64 {
 	if m == nil {
 		t.Fatalf("cassfs mount --help states no memory bound for --cache-size:\n%s", r.stdout)
 	}
-	perSample, _ := strconv.Atoi(m[1])
-	overhead, _ := strconv.Atoi(m[2])
+	perSample := storetest.Must(strconv.Atoi(m[1]))(t)
+	overhead := storetest.Must(strconv.Atoi(m[2]))(t)
 	return float64(cache + samples*perSample + overhead<<20)
 }

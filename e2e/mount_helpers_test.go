@@ -137,7 +137,10 @@ func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string)
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(d.root, p)
+		rel, err := filepath.Rel(d.root, p)
+		if err != nil {
+			return err
+		}
 		sum := sha256.Sum256(data)
 		d.sha[rel] = hex.EncodeToString(sum[:])
 		d.byHash[d.sha[rel]] = rel

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 func sh(t *testing.T, dir string, name string, args ...string) string {
@@ -59,11 +60,11 @@ func TestShellTools(t *testing.T) {
 	}
 	var total int64
 	for rel := range d.sha {
-		fi, _ := os.Stat(filepath.Join(d.root, rel))
+		fi := storetest.Must(os.Stat(filepath.Join(d.root, rel)))(t)
 		total += fi.Size()
 	}
 	duOut := strings.Fields(sh(t, root, "du", "-s", "--apparent-size", "-B1", "."))
-	if got, _ := strconv.ParseInt(duOut[0], 10, 64); got < total || got > total+1<<20 {
+	if got := storetest.Must(strconv.ParseInt(duOut[0], 10, 64))(t); got < total || got > total+1<<20 {
 		t.Errorf("du --apparent-size: %d bytes, the samples total %d", got, total)
 	}
 	statOut := sh(t, root, "stat", "-c", "%s %F", "file_list.txt")
@@ -86,7 +87,7 @@ func TestShellTools(t *testing.T) {
 	}
 	paths, _ := fileList(t, root)
 	catOut, err := exec.Command("cat", filepath.Join(root, paths[0])).Output()
-	want, _ := os.ReadFile(filepath.Join(d.root, origName(paths[0])))
+	want := storetest.Must(os.ReadFile(filepath.Join(d.root, origName(paths[0]))))(t)
 	if err != nil || !bytes.Equal(catOut, want) {
 		t.Errorf("cat %s: %d bytes (%v), want the source's %d", paths[0], len(catOut), err, len(want))
 	}
@@ -191,8 +192,8 @@ func TestEpochsAcrossMounts(t *testing.T) {
 	if slices.Equal(e0, seed8) {
 		t.Error("seeds 7 and 8 give the same order")
 	}
-	la, _ := os.ReadDir(filepath.Join(a.dir, "all", "epoch-0", "class_002"))
-	lb, _ := os.ReadDir(filepath.Join(b.dir, "all", "epoch-0", "class_002"))
+	la := storetest.Must(os.ReadDir(filepath.Join(a.dir, "all", "epoch-0", "class_002")))(t)
+	lb := storetest.Must(os.ReadDir(filepath.Join(b.dir, "all", "epoch-0", "class_002")))(t)
 	if len(la) == 0 || len(la) != len(lb) {
 		t.Fatalf("class listings of two mounts: %d and %d entries", len(la), len(lb))
 	}
@@ -221,24 +222,24 @@ func TestCassandraOutage(t *testing.T) {
 	// A node that hangs (frozen, not refusing connections): reads end in EIO at the
 	// deadline, not later (the kernel's immediate retry of the failed readahead is answered
 	// from the cache's memory of the failure); after it thaws, reads work.
-	status, _ := exec.Command("./cassandra.sh", "status").Output()
+	status, err := exec.Command("./cassandra.sh", "status").Output()
 	pm := regexp.MustCompile(`node 1: running \(pid (\d+)\)`).FindSubmatch(status)
 	if pm == nil {
-		t.Fatalf("no running node 1 in: %s", status)
+		t.Fatalf("no running node 1 (cassandra.sh status: %v): %s", err, status)
 	}
-	pid, _ := strconv.Atoi(string(pm[1]))
+	pid := storetest.Must(strconv.Atoi(string(pm[1])))(t)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	waitStopped(t, pid)
 	start := time.Now()
-	_, err := os.ReadFile(filepath.Join(root, paths[10]))
+	_, err = os.ReadFile(filepath.Join(root, paths[10]))
 	took := time.Since(start)
 	syscall.Kill(pid, syscall.SIGCONT)
 	t.Logf("read with the node frozen: %v after %v", err, took)
 	if !errors.Is(err, syscall.EIO) {
-		listeners, _ := exec.Command("ss", "-ltnp", "sport = :9042").CombinedOutput()
-		t.Errorf("read with the node frozen (pid %d): %v, want EIO; listening on 9042:\n%s", pid, err, listeners)
+		listeners, ssErr := exec.Command("ss", "-ltnp", "sport = :9042").CombinedOutput()
+		t.Errorf("read with the node frozen (pid %d): %v, want EIO; listening on 9042 (ss: %v):\n%s", pid, err, ssErr, listeners)
 	}
 	// About one deadline: not at once (it waited for the node), and well short of two
 	// (the kernel's retry did not wait again), with seconds of margin either side for a

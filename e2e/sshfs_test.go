@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // sshd is an OpenSSH server on loopback for the sshfs baseline: its own host and user keys,
@@ -30,7 +32,7 @@ func startSSHD(t testing.TB) *sshd {
 			t.Fatalf("ssh-keygen: %v\n%s", err, out)
 		}
 	}
-	pub, _ := os.ReadFile(filepath.Join(dir, "user.pub"))
+	pub := storetest.Must(os.ReadFile(filepath.Join(dir, "user.pub")))(t)
 	os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600)
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // find a free port
 	if err != nil {
@@ -38,7 +40,10 @@ func startSSHD(t testing.TB) *sshd {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	conf := fmt.Sprintf(`Port %s
 ListenAddress 127.0.0.1
 HostKey %s/host
@@ -73,7 +78,10 @@ Subsystem sftp internal-sftp
 func mountSSHFS(t testing.TB, s *sshd, addr, remote string) (string, func()) {
 	t.Helper()
 	mnt := t.TempDir()
-	host, port, _ := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.Command("sshfs", "-o", "ro,port="+port+",IdentityFile="+s.key+
 		",StrictHostKeyChecking=no,UserKnownHostsFile=/dev/null,LogLevel=ERROR",
 		"root@"+host+":"+remote, mnt).CombinedOutput()

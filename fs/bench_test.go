@@ -148,7 +148,7 @@ func BenchmarkHugeDirectory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if got, _ := strconv.Atoi(strings.TrimSpace(string(out))); got != n {
+			if got, err := strconv.Atoi(strings.TrimSpace(string(out))); err != nil || got != n {
 				b.Fatalf("ls -f listed %d entries, want %d", got, n)
 			}
 			b.ReportMetric(took.Seconds(), "ls-f-"+pass+"-s")

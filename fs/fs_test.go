@@ -254,7 +254,7 @@ func viewOrder(t *testing.T, root string, start, width int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, _ := os.Stat(filepath.Join(root, "file_list.txt"))
+	fi := storetest.Must(os.Stat(filepath.Join(root, "file_list.txt")))(t)
 	if fi.Size() != int64(len(data)) {
 		t.Errorf("file_list.txt: stat size %d, content %d bytes", fi.Size(), len(data))
 	}
@@ -679,7 +679,7 @@ func TestArrivalBinding(t *testing.T) {
 	// Once bound, a name keeps its content.
 	for k, line := range lines[:50] {
 		name := line[:strings.LastIndexByte(line, ' ')]
-		blob, _ := os.ReadFile(filepath.Join(root, name))
+		blob := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
 		if byContent[string(blob)] != got[k] {
 			t.Errorf("%s changed content after it was bound", name)
 		}
@@ -767,7 +767,7 @@ func TestResumedEpochView(t *testing.T) {
 			all, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", c))
 			var want []string
 			for _, n := range all {
-				if pos, _ := strconv.Atoi(n[:3]); pos >= 37 {
+				if storetest.Must(strconv.Atoi(n[:3]))(t) >= 37 {
 					want = append(want, n)
 				}
 			}
@@ -795,7 +795,7 @@ func TestResumedEpochView(t *testing.T) {
 		}
 		// A name before the resume point does not resolve in the resumed view.
 		names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", "cat"))
-		if pos, _ := strconv.Atoi(names[0][:3]); pos < 37 {
+		if storetest.Must(strconv.Atoi(names[0][:3]))(t) < 37 {
 			if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-2@37", "cat", names[0])); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s before the resume point: got %v, want ENOENT", names[0], err)
 			}

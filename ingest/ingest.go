@@ -18,7 +18,8 @@
 //     the same checksum and metadata are not written again, so re-running after an
 //     interruption finishes the job without duplicates.
 //   - Labels are the class directory names in bytewise order, the order DALI and torchvision
-//     give them. A dataset's classes are fixed by its first ingest: adding a class later would
+//     give them; a class directory with no ingestible file is a class too, as the readers
+//     count it. A dataset's classes are fixed by its first ingest: adding a class later would
 //     renumber the labels of stored samples, so it is refused.
 package ingest
 
@@ -171,6 +172,31 @@ func Prepare(opts Options) (*Plan, error) {
 	return p, nil
 }
 
+// filledClasses are the plan's classes that hold a file to ingest.
+func (p *Plan) filledClasses() []string {
+	filled := map[int]bool{}
+	for _, f := range p.files {
+		filled[f.label] = true
+	}
+	var out []string
+	for l, c := range p.classes {
+		if filled[l] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// relabel returns the plan's files labelled by their class's index in classes, which holds
+// every class of a file.
+func (p *Plan) relabel(classes []string) []file {
+	out := slices.Clone(p.files)
+	for k := range out {
+		out[k].label = slices.Index(classes, p.classes[out[k].label])
+	}
+	return out
+}
+
 // Run ingests the plan into st.
 func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 	start := time.Now()
@@ -179,6 +205,11 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 	have, err := st.Labels(ctx)
 	if err != nil {
 		return rep, err
+	}
+	if len(have) > 0 && !slices.Equal(have, classes) && slices.Equal(have, p.filledClasses()) {
+		// A dataset ingested before empty class directories were classes: keep its labels.
+		classes, files = have, p.relabel(have)
+		rep.Classes = classes
 	}
 	if len(have) > 0 && !slices.Equal(have, classes) {
 		return rep, fmt.Errorf("dataset %q already has classes %q but %s has %q: classes cannot change after the first ingest (labels would be renumbered); ingest into a new dataset",
@@ -443,10 +474,11 @@ func walk(root string, maxSize int64) (classes []string, files []file, skipped [
 			return nil, nil, nil, err
 		}
 		skipped = append(skipped, cs...)
-		if len(cf) > 0 {
-			classes = append(classes, name)
-			byClass[name] = cf
-		}
+		// A directory is a class even with no ingestible file: DALI's fn.readers.file numbers
+		// every directory of file_root, and torchvision's ImageFolder (allow_empty=True, from
+		// 0.17) every directory, so dropping it would shift the labels of every class after it.
+		classes = append(classes, name)
+		byClass[name] = cf
 	}
 	for label, c := range classes {
 		for _, f := range byClass[c] {

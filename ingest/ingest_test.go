@@ -52,18 +52,25 @@ func scan(t *testing.T, st store.Store) map[string]store.Sample {
 }
 
 func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
-	root := writeTree(t, map[string]string{"b/1.jpg": "1", "B/2.jpg": "2", "a/3.png": "3", "empty/x.gif": "4"})
+	root := writeTree(t, map[string]string{"b/1.jpg": "1", "B/2.jpg": "2", "a/3.png": "3", "Unreadable/x.gif": "4"})
+	if err := os.Mkdir(filepath.Join(root, "Empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root})
+	if err == nil && len(rep.Skipped) != 1 {
+		t.Errorf("skipped %v, want Unreadable/x.gif", rep.Skipped)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	// "empty" has no ingestible file, so it is no class.
-	if want := []string{"B", "a", "b"}; !slices.Equal(rep.Classes, want) {
+	// "Empty" and "Unreadable" hold no ingestible file, yet DALI and torchvision number
+	// every class directory, so they are classes and shift the labels after them.
+	if want := []string{"B", "Empty", "Unreadable", "a", "b"}; !slices.Equal(rep.Classes, want) {
 		t.Errorf("classes = %q, want %q", rep.Classes, want)
 	}
 	got := scan(t, st)
-	for name, label := range map[string]int{"B/2.jpg": 0, "a/3.png": 1, "b/1.jpg": 2} {
+	for name, label := range map[string]int{"B/2.jpg": 0, "a/3.png": 3, "b/1.jpg": 4} {
 		if got[name].Label != label {
 			t.Errorf("%s: label %d, want %d", name, got[name].Label, label)
 		}
@@ -115,6 +122,29 @@ func TestCSVErrorsWriteNothing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CSV %q: error %v, want one containing %q", csv, err, want)
 		}
+	}
+}
+
+// TestEmptyClassOfAnOlderDataset: a dataset ingested when empty class directories were not
+// classes keeps its labels when the same tree is ingested again.
+func TestEmptyClassOfAnOlderDataset(t *testing.T) {
+	st := memstore.New("ds", memstore.Options{})
+	if err := st.SetLabels(context.Background(), []string{"a", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	root := writeTree(t, map[string]string{"a/1.jpg": "1", "c/2.jpg": "2"})
+	if err := os.Mkdir(filepath.Join(root, "b"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(t, st, Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Classes, []string{"a", "c"}) {
+		t.Errorf("classes %q, want the stored [a c]", rep.Classes)
+	}
+	if got := scan(t, st); got["a/1.jpg"].Label != 0 || got["c/2.jpg"].Label != 1 {
+		t.Errorf("labels %d and %d, want the stored 0 and 1", got["a/1.jpg"].Label, got["c/2.jpg"].Label)
 	}
 }
 

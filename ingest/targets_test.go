@@ -8,6 +8,7 @@ import (
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // Every image gets the target at its path with any extension, stored as a blob of its own
@@ -35,7 +36,7 @@ func TestTargetsIngest(t *testing.T) {
 			t.Errorf("%s: target blob %q label %d (%v), want %q label %d", name, b.Data, b.Label, err, want.data, s.Label)
 		}
 	}
-	rep, _ = run(t, st, Options{Root: root, Targets: targets})
+	rep = storetest.Must(run(t, st, Options{Root: root, Targets: targets}))(t)
 	if rep.Written != 0 || rep.Unchanged != 3 {
 		t.Errorf("re-run wrote %d, kept %d; want 0 and 3", rep.Written, rep.Unchanged)
 	}
@@ -122,7 +123,11 @@ func TestUnlabeled(t *testing.T) {
 	if s := got["unlabeled/1.jpg"]; s.Label != 0 || s.Target == nil || s.Meta["patient_id"] != "p1" {
 		t.Errorf("unlabeled/1.jpg = %+v", s)
 	}
-	if labels, _ := st.Labels(context.Background()); len(labels) != 1 || labels[0] != UnlabeledClass {
+	labels, err := st.Labels(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(labels) != 1 || labels[0] != UnlabeledClass {
 		t.Errorf("labels %q, want [%s]", labels, UnlabeledClass)
 	}
 }

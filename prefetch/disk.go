@@ -112,15 +112,27 @@ func ReadDiskUsage(dir string) ([]DiskUsage, error) {
 			continue // not a dataset's directory
 		}
 		u := DiskUsage{Dataset: de.Name()}
-		filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-			if err == nil && !e.IsDir() && len(e.Name()) == 36+1+16 && e.Name()[36] == '-' {
-				if info, err := e.Info(); err == nil {
-					u.Entries++
-					u.Bytes += info.Size()
+		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !e.IsDir() && len(e.Name()) == 36+1+16 && e.Name()[36] == '-' {
+				info, err := e.Info()
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil // evicted by a mount meanwhile
 				}
+				if err != nil {
+					return err
+				}
+				u.Entries++
+				u.Bytes += info.Size()
 			}
 			return nil
 		})
+		if err != nil {
+			// Counts of part of a directory would be wrong counts.
+			return nil, fmt.Errorf("cache directory %s: dataset %s could not be read: %w", dir, de.Name(), err)
+		}
 		if f, err := os.Open(filepath.Join(root, ".lock")); err == nil {
 			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 				u.InUse = true
@@ -128,8 +140,17 @@ func ReadDiskUsage(dir string) ([]DiskUsage, error) {
 			f.Close()
 		}
 		var st DiskStats
-		if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil && json.Unmarshal(b, &st) == nil {
+		b, err := os.ReadFile(filepath.Join(root, statsFile))
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		switch {
+		case err == nil:
 			u.Hits, u.Misses = st.Hits, st.Misses
+		case errors.Is(err, fs.ErrNotExist):
+			// No mount has used the directory yet: no hits and no misses.
+		default:
+			return nil, fmt.Errorf("cache directory %s: dataset %s: the mounts' hit counts (%s) could not be read: %w", dir, de.Name(), statsFile, err)
 		}
 		out = append(out, u)
 	}
@@ -614,7 +635,11 @@ func (d *DiskTier) Close() error {
 	d.mu.Unlock()
 	st := DiskStats{Hits: d.before.Hits + d.hits.Load(), Misses: d.before.Misses + d.misses.Load()}
 	if b, err := json.Marshal(st); err == nil {
-		os.WriteFile(filepath.Join(d.dir, statsFile), b, 0o600)
+		// Written aside and renamed, so cache show never reads half a file.
+		tmp := filepath.Join(d.dir, statsFile+".tmp")
+		if err := os.WriteFile(tmp, b, 0o600); err == nil {
+			os.Rename(tmp, filepath.Join(d.dir, statsFile))
+		}
 	}
 	return d.lock.Close()
 }

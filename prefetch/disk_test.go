@@ -216,7 +216,7 @@ func TestDiskTierFullDisk(t *testing.T) {
 	for pass := range 2 {
 		for i := range uint32(ix.Len()) {
 			got, err := fetch(ctx, i)
-			want, _ := next(ctx, i)
+			want := storetest.Must(next(ctx, i))(t)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("pass %d, sample %d: %v or wrong bytes", pass, i, err)
 			}
@@ -274,7 +274,7 @@ func TestDiskTierBackingDuringWrite(t *testing.T) {
 	var size int64
 	storetest.Check(t, filepath.WalkDir(filepath.Join(dir, "ds"), func(p string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			info, _ := e.Info()
+			info := storetest.Must(e.Info())(t)
 			files++
 			size += info.Size()
 		}
@@ -421,5 +421,28 @@ func TestDiskTierHoldsEntriesOpen(t *testing.T) {
 	storetest.Check(t, d.Close())
 	if open := openIn(t, dir); len(open) != 0 {
 		t.Errorf("open after Close: %v", open)
+	}
+}
+
+// TestReadDiskUsageNeverGuesses: a dataset's hit counts that cannot be read are an error
+// naming the dataset, not zeros; a directory no mount has used yet has none.
+func TestReadDiskUsageNeverGuesses(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "tiles")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".lock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	us, err := ReadDiskUsage(dir)
+	if err != nil || len(us) != 1 || us[0].Hits != 0 || us[0].Misses != 0 {
+		t.Fatalf("an unused directory: %+v, %v", us, err)
+	}
+	if err := os.WriteFile(filepath.Join(root, statsFile), []byte(`{"hits": 12, "mis`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if us, err := ReadDiskUsage(dir); err == nil || !strings.Contains(err.Error(), "dataset tiles") {
+		t.Errorf("a damaged stats file: %+v, %v; want an error naming the dataset", us, err)
 	}
 }

@@ -267,7 +267,7 @@ func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
 		return nil, labelsErr
 	}
 	if len(labels) == 0 {
-		return nil, fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
+		return nil, &emptyError{fmt.Sprintf("dataset %q has no classes: ingest data into it first", st.Dataset())}
 	}
 	if scanErr != nil {
 		return nil, fmt.Errorf("load the index of dataset %q: %w", st.Dataset(), scanErr)
@@ -278,10 +278,19 @@ func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
 		return nil, fmt.Errorf("dataset %q: %w", st.Dataset(), err)
 	}
 	if ix.Len() == 0 {
-		return nil, fmt.Errorf("dataset %q has no samples: ingest data into it first", st.Dataset())
+		return nil, &emptyError{fmt.Sprintf("dataset %q has no samples: ingest data into it first", st.Dataset())}
 	}
 	return ix, nil
 }
+
+// ErrEmpty is wrapped by LoadIndex's error for a dataset read completely and found to hold
+// no class or no sample, as distinct from one that could not be read.
+var ErrEmpty = errors.New("the dataset is empty")
+
+type emptyError struct{ msg string }
+
+func (e *emptyError) Error() string        { return e.msg }
+func (e *emptyError) Is(target error) bool { return target == ErrEmpty }
 
 // Split is a named subset of an index's samples. Members are canonical indices, ascending.
 type Split struct {

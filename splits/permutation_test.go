@@ -90,7 +90,10 @@ func TestPermutationMatchesReference(t *testing.T) {
 		Epoch uint64 `json:"epoch"`
 	}
 	cases := []tc{{10, "all", 0, 0}, {10, "all", 1, 0}, {257, "train", 42, 3}, {1, "x", 0, 0}, {1000, "val", 18446744073709551615, 99}}
-	in, _ := json.Marshal(cases)
+	in, err := json.Marshal(cases)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Each case also takes rank 2 of 3 (plain and padded) of its order.
 	script := code + `
 import json, sys

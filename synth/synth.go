@@ -82,13 +82,24 @@ type item struct {
 	targetSize, seed uint64
 }
 
+// CheckCounts says why count images cannot be generated in classes classes, if they cannot.
+func CheckCounts(count, classes int) error {
+	if count <= 0 || classes <= 0 {
+		return fmt.Errorf("count and classes must be positive, got %d and %d", count, classes)
+	}
+	if count < classes {
+		return fmt.Errorf("count %d is smaller than classes %d: every class needs at least one image (torchvision's ImageFolder refuses an empty class directory); ask for at least %d images or at most %d classes", count, classes, classes, count)
+	}
+	return nil
+}
+
 // Generate writes the dataset.
 func Generate(ctx context.Context, o Options) error {
-	if o.Count <= 0 {
-		return fmt.Errorf("count must be positive, got %d", o.Count)
-	}
 	if o.Classes == 0 {
 		o.Classes = 4
+	}
+	if err := CheckCounts(o.Count, o.Classes); err != nil {
+		return err
 	}
 	if o.MeanSize == 0 {
 		o.MeanSize = 110_000
@@ -213,14 +224,51 @@ func plan(o Options) []item {
 			seed:    rng.Uint64(),
 		}
 		it.targetSize = uint64(float64(o.MeanSize) * (0.5 + rng.Float64()))
-		ext := ".jpg"
-		if it.png {
-			ext = ".png"
-		}
-		it.rel = fmt.Sprintf("%s/tile_%07d%s", ClassName(c), i, ext)
+		it.rel = relName(c, i, it.png)
 		items[i] = it
 	}
+	fillEmptyClasses(items, o.Classes)
 	return items
+}
+
+func relName(class, i int, asPNG bool) string {
+	ext := ".jpg"
+	if asPNG {
+		ext = ".png"
+	}
+	return fmt.Sprintf("%s/tile_%07d%s", ClassName(class), i, ext)
+}
+
+// fillEmptyClasses gives every class at least one item when there are at least as many
+// items as classes: each class the draw left empty takes the last item of the largest
+// class (which has two or more while a class is empty). With many classes and few images
+// per class (1,500 in 1,000) the weighted draw leaves hundreds empty, and an empty class
+// directory is refused by torchvision's ImageFolder before 0.17. Trees whose draw filled
+// every class are unchanged.
+func fillEmptyClasses(items []item, classes int) {
+	members := make([][]int, classes)
+	for i, it := range items {
+		members[it.class] = append(members[it.class], i)
+	}
+	for c := range members {
+		if len(members[c]) > 0 {
+			continue
+		}
+		donor := 0
+		for d := range members {
+			if len(members[d]) > len(members[donor]) {
+				donor = d
+			}
+		}
+		if len(members[donor]) < 2 {
+			return // fewer items than classes: Generate refuses that before planning
+		}
+		i := members[donor][len(members[donor])-1]
+		members[donor] = members[donor][:len(members[donor])-1]
+		members[c] = append(members[c], i)
+		items[i].class = c
+		items[i].rel = relName(c, i, items[i].png)
+	}
 }
 
 // paint draws a w×h image: a class-coloured gradient with seeded noise, which JPEG and PNG

@@ -105,11 +105,12 @@ func mountCounters(ctx context.Context, dir string) (cpu, fetches float64, ok bo
 	if err != nil {
 		return 0, 0, false
 	}
-	f := families(fams)
-	if h := f["cassfs_fetch_seconds"]; h != nil && len(h.Metric) > 0 {
+	f := &scrape{fams: fams}
+	if h := f.fams["cassfs_fetch_seconds"]; h != nil && len(h.Metric) > 0 {
 		fetches = float64(h.Metric[0].GetHistogram().GetSampleCount())
 	}
-	return f.value("process_cpu_seconds_total"), fetches, true
+	cpu = f.value("process_cpu_seconds_total")
+	return cpu, fetches, len(f.missing) == 0
 }
 
 func (r benchResult) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }

@@ -41,16 +41,17 @@ func newCacheWarmCmd() *cobra.Command {
 		parallel               int
 	)
 	c := &cobra.Command{
-		Use:   "warm --dataset NAME --cache-dir DIR --cache-dir-size BYTES",
+		Use:   "warm --dataset NAME --cache-dir-size BYTES DIR",
 		Short: "Fill a cache directory with a dataset (or one of its splits) ahead of a job",
 		Long: `warm fetches every sample of the dataset (or of --split) that the cache directory does not
 hold yet, verifies it and writes it there, as a mount with the same --cache-dir would, until
 the directory holds --cache-dir-size bytes. It is resumable: run it again and it fetches
-only what is missing. A mount of the dataset must not be using the directory meanwhile.`,
-		Args: noArgs("cache warm"),
+only what is missing. A mount of the dataset must not be using the directory meanwhile.
+DIR may also be given as --cache-dir DIR.`,
+		Args: objectArg("cache warm", "cache directory DIR", "cache-dir"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			if dir == "" {
-				return usageError{errors.New("cache warm needs --cache-dir")}
+				return usageError{errors.New("cache warm needs the cache directory: cassfs cache warm --dataset NAME --cache-dir-size BYTES DIR")}
 			}
 			n, err := humanize.ParseBytes(size)
 			if err != nil || n == 0 || n > 1<<62 {
@@ -158,12 +159,15 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 func newCacheShowCmd() *cobra.Command {
 	var dir string
 	c := &cobra.Command{
-		Use:   "show --cache-dir DIR",
+		Use:   "show DIR",
 		Short: "What a cache directory holds, per dataset, and the hit rates of the mounts that used it",
-		Args:  noArgs("cache show"),
+		Long: `show lists the datasets a cache directory (mount --cache-dir) holds: files, bytes, the hits
+and misses of the mounts that used it, and whether a mount uses it now. DIR may also be
+given as --cache-dir DIR.`,
+		Args: objectArg("cache show", "cache directory DIR", "cache-dir"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if dir == "" {
-				return usageError{errors.New("cache show needs --cache-dir")}
+				return usageError{errors.New("cache show needs the cache directory: cassfs cache show DIR")}
 			}
 			us, err := prefetch.ReadDiskUsage(dir)
 			if err != nil {
@@ -198,12 +202,14 @@ func newCacheShowCmd() *cobra.Command {
 func newCacheClearCmd() *cobra.Command {
 	var dir, ds string
 	c := &cobra.Command{
-		Use:   "clear --cache-dir DIR --dataset NAME",
+		Use:   "clear --dataset NAME DIR",
 		Short: "Remove a dataset's files from a cache directory (not while a mount uses them)",
-		Args:  noArgs("cache clear"),
+		Long: `clear removes the files of --dataset from the cache directory DIR (also given as
+--cache-dir DIR). It refuses while a mount uses them.`,
+		Args: objectArg("cache clear", "cache directory DIR", "cache-dir"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if dir == "" || ds == "" {
-				return usageError{errors.New("cache clear needs --cache-dir and --dataset")}
+				return usageError{errors.New("cache clear needs the cache directory and --dataset: cassfs cache clear --dataset NAME DIR")}
 			}
 			if err := prefetch.RemoveDiskTier(dir, ds); err != nil {
 				return err

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +142,73 @@ func TestPprofOptIn(t *testing.T) {
 			}
 		}
 		cancel()
+	}
+}
+
+// TestObjectArg: the object of dataset show, dataset delete and the cache commands is their
+// one argument or the flag of the older form; both at once must agree.
+func TestObjectArg(t *testing.T) {
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		var out strings.Builder
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(args)
+		err := root.Execute()
+		return out.String(), err
+	}
+	dir := t.TempDir()
+	for _, args := range [][]string{{"cache", "show", dir}, {"cache", "show", "--cache-dir", dir}, {"cache", "show", "--cache-dir", dir, dir}} {
+		out, err := run(args...)
+		if err != nil || !strings.Contains(out, "cache directory "+dir+" holds no dataset") {
+			t.Errorf("cassfs %q: %v\n%s", args, err, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dataset", "show", "a", "--dataset", "b"}, `dataset show: dataset NAME "a" and --dataset "b" differ`},
+		{[]string{"dataset", "delete", "a", "b"}, "dataset delete takes one dataset NAME, got 2 arguments"},
+		{[]string{"cache", "show", dir, "--cache-dir", dir + "x"}, "differ"},
+		{[]string{"cache", "show"}, "cache show needs the cache directory"},
+		{[]string{"cache", "clear", dir}, "needs the cache directory and --dataset"},
+	} {
+		_, err := run(tc.args...)
+		var u usageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("cassfs %q: %v, want a usage error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestStatsRefusesMissingFigures: a mount that does not report a figure stats shows (another
+// version, something else on the socket) is an error naming it, never a printed 0.
+func TestStatsRefusesMissingFigures(t *testing.T) {
+	dir := t.TempDir()
+	sock := controlSocket(dir)
+	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(sock)
+	status := http.StatusOK
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status)
+		io.WriteString(w, "# TYPE cassfs_samples gauge\ncassfs_samples 12\n")
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	var out strings.Builder
+	err = printStats(context.Background(), &out, dir, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not report cassfs_cache_bytes") || out.Len() > 0 {
+		t.Errorf("stats of a mount reporting only cassfs_samples: %v, printed %q", err, out.String())
+	}
+	status = http.StatusInternalServerError
+	if err := printStats(context.Background(), &out, dir, time.Millisecond); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Errorf("stats answered 500: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestExampleConfig(t *testing.T) {
 	if err := applyConfig(c, "../../contrib/cassfs.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := c.Flags().GetString("cache-size"); v != "8GiB" {
+	if v := storetest.Must(c.Flags().GetString("cache-size"))(t); v != "8GiB" {
 		t.Errorf("cache-size from the example is %q", v)
 	}
 }

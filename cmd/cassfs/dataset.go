@@ -45,7 +45,9 @@ func newDatasetListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List the datasets of the cluster: samples, bytes, classes, splits and creation time of each",
 		Long: `list finds every dataset of the cluster (the keyspaces holding cassfs's tables) and reads
-each one's metadata (one parallel scan of its samples table, never the blobs).`,
+each one's metadata (one scan of its samples table, never the blobs). A dataset that
+cannot be read is named on standard error with the reason, the others are still listed,
+and the exit status is 1: a figure is printed only if it was read.`,
 		Args: noArgs("dataset list"),
 		RunE: func(c *cobra.Command, args []string) error {
 			cfg, err := db.clusterConfig()
@@ -56,22 +58,10 @@ each one's metadata (one parallel scan of its samples table, never the blobs).`,
 			if err != nil {
 				return err
 			}
-			out := c.OutOrStdout()
-			if len(names) == 0 {
-				fmt.Fprintln(out, "the cluster holds no dataset (cassfs ingest makes one)")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS\tCREATED")
-			for _, n := range names {
-				db.dataset = n
-				row, err := datasetRow(c.Context(), &db)
-				if err != nil {
-					return fmt.Errorf("dataset %s: %w", n, err)
-				}
-				fmt.Fprintln(tw, row)
-			}
-			return tw.Flush()
+			return listDatasets(c.Context(), names, func(ctx context.Context, name string) (store.Store, error) {
+				db.dataset = name
+				return db.openStore(ctx, storeOpts{})
+			}, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	db.register(c)
@@ -79,9 +69,38 @@ each one's metadata (one parallel scan of its samples table, never the blobs).`,
 	return c
 }
 
+// listDatasets prints a line for each dataset of names, each read from the store open
+// gives. A dataset that cannot be read is named on errOut with the reason, the others are
+// still listed, and the error says how many failed: a count is printed only if it was read.
+func listDatasets(ctx context.Context, names []string, open func(context.Context, string) (store.Store, error), out, errOut io.Writer) error {
+	if len(names) == 0 {
+		fmt.Fprintln(out, "the cluster holds no dataset (cassfs ingest makes one)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS\tCREATED")
+	var failed []string
+	for _, n := range names {
+		row, err := datasetRow(ctx, n, open)
+		if err != nil {
+			failed = append(failed, n)
+			fmt.Fprintf(errOut, "cassfs: dataset %s could not be read: %v\n", n, err)
+			continue
+		}
+		fmt.Fprintln(tw, row)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d datasets could not be read (%s; see above): run the command again, or look at the database's health", len(failed), len(names), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
 // datasetRow is a dataset's line of dataset list.
-func datasetRow(ctx context.Context, db *dbFlags) (string, error) {
-	st, err := db.openStore(ctx, storeOpts{})
+func datasetRow(ctx context.Context, name string, open func(context.Context, string) (store.Store, error)) (string, error) {
+	st, err := open(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -91,9 +110,12 @@ func datasetRow(ctx context.Context, db *dbFlags) (string, error) {
 		return "", err
 	}
 	ix, err := splits.LoadIndex(ctx, st)
-	if err != nil {
-		// A dataset made but never filled is listed, empty.
+	if errors.Is(err, splits.ErrEmpty) {
+		// Read completely and found empty: a dataset made but never filled.
 		return fmt.Sprintf("%s\t0\t0 B\t0\t-\t%s", st.Dataset(), createdText(created)), nil
+	}
+	if err != nil {
+		return "", err
 	}
 	infos, err := st.Splits(ctx)
 	if err != nil {
@@ -130,9 +152,12 @@ func indexBytes(ix *splits.Index) int64 {
 func newDatasetShowCmd() *cobra.Command {
 	var db dbFlags
 	c := &cobra.Command{
-		Use:   "show --dataset NAME",
+		Use:   "show NAME",
 		Short: "Show a dataset: classes with counts, targets, metadata columns and their fill, splits",
-		Args:  noArgs("dataset show"),
+		Long: `show reads the dataset's metadata (one scan of its samples table, never the blobs) and
+prints its classes with their counts, its targets, its metadata columns and how many
+samples fill each, and its stored splits. NAME may also be given as --dataset NAME.`,
+		Args: objectArg("dataset show", "dataset NAME", "dataset"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			return showDataset(c.Context(), st, c.OutOrStdout())
 		}),
@@ -238,7 +263,7 @@ func newDatasetDeleteCmd() *cobra.Command {
 		yes bool
 	)
 	c := &cobra.Command{
-		Use:   "delete --dataset NAME",
+		Use:   "delete NAME",
 		Short: "Delete a dataset and everything in it (blobs, metadata, classes, splits)",
 		Long: `delete removes the dataset's keyspace: every blob, metadata row, class name and split.
 On a terminal it asks for the dataset's name as confirmation; elsewhere --yes is required.
@@ -247,8 +272,8 @@ Mounts of the dataset that are still running keep listing it (their index is in 
 but every read of a file not already cached fails with EIO, and the mount's log names the
 cause (the dataset's tables are gone); unmount them. A new mount of a deleted dataset
 refuses to start, saying the dataset does not exist. Cache directories (mount --cache-dir)
-keep their files until cassfs cache clear.`,
-		Args: noArgs("dataset delete"),
+keep their files until cassfs cache clear. NAME may also be given as --dataset NAME.`,
+		Args: objectArg("dataset delete", "dataset NAME", "dataset"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			dropper, ok := st.(interface{ Drop(context.Context) error })
 			if !ok {

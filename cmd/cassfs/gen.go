@@ -17,7 +17,9 @@ func newGenCmd() *cobra.Command {
 		Short: "Generate a synthetic image dataset: DIR/images/<class>/*.jpg|png and DIR/metadata.csv",
 		Long: `gen writes a dataset of real, decodable JPEG (and some PNG) images in ImageFolder layout
 under DIR/images, and DIR/metadata.csv with entity columns (path, patient_id, slide, x, y).
-Classes are imbalanced and each patient has a dominant class. The output is a pure
+Classes are imbalanced (class c is drawn in proportion to c+1) and each patient has a
+dominant class; every class gets at least one image, so --count must be at least
+--classes. The output is a pure
 function of the flags: the same --seed gives the same bytes.`,
 		Example: `  cassfs gen --out /tmp/ds --count 2000
   cassfs ingest --dataset demo --csv /tmp/ds/metadata.csv /tmp/ds/images`,
@@ -26,8 +28,8 @@ function of the flags: the same --seed gives the same bytes.`,
 			if o.Out == "" {
 				return usageError{errors.New("--out is required")}
 			}
-			if o.Count <= 0 || o.Classes <= 0 {
-				return usageError{errors.New("--count and --classes must be positive")}
+			if err := synth.CheckCounts(o.Count, o.Classes); err != nil {
+				return usageError{fmt.Errorf("--count %d --classes %d: %w", o.Count, o.Classes, err)}
 			}
 			pr := newProgress(c.ErrOrStderr(), progress, "gen")
 			pr.plan(o.Count, 0)

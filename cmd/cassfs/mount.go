@@ -436,19 +436,19 @@ func prepareMountpoint(dir string, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = os.Stat(abs)
+	fi, err := os.Stat(abs)
 	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
 		// The FUSE server behind it is gone: detach the dead mount.
 		if uerr := syscall.Unmount(abs, syscall.MNT_DETACH); uerr != nil {
 			return "", fmt.Errorf("mountpoint %s is a stale mount and unmounting it failed: %w (try: fusermount -u %s)", abs, uerr, abs)
 		}
 		log.Warn("recovered a stale mount", "at", abs)
-		_, err = os.Stat(abs)
+		fi, err = os.Stat(abs)
 	}
 	if err != nil {
 		return "", fmt.Errorf("mountpoint: %w", err)
 	}
-	if fi, _ := os.Stat(abs); !fi.IsDir() {
+	if !fi.IsDir() {
 		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
 	if fstype, ok := mountedAt(abs); ok {

@@ -158,6 +158,26 @@ func subcommandsOnly(group, use string) cobra.PositionalArgs {
 	}
 }
 
+// objectArg is the Args of a command whose object (the dataset of dataset show, the cache
+// directory of cache show) is named by its one argument, as split show names its split and
+// mount its mountpoint, or by --flag, the older form, kept for scripts and --config files.
+// Both at once must agree. The argument sets the flag, so a --config file cannot override it.
+func objectArg(cmd, what, flag string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return nil
+		case len(args) > 1:
+			return usageError{fmt.Errorf("%s takes one %s, got %d arguments: %q", cmd, what, len(args), args)}
+		}
+		fl := c.Flags().Lookup(flag)
+		if fl.Changed && fl.Value.String() != args[0] {
+			return usageError{fmt.Errorf("%s: %s %q and --%s %q differ: give it once", cmd, what, args[0], flag, fl.Value.String())}
+		}
+		return c.Flags().Set(flag, args[0])
+	}
+}
+
 func noArgs(cmd string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -203,8 +203,8 @@ func TestParseBalance(t *testing.T) {
 			t.Errorf("parseBalance(%q) = %s %v %v", in, mode, w, err)
 		}
 	}
-	if m, _, _ := parseBalance("uniform", labels); m != splits.BalanceUniform {
-		t.Error("uniform")
+	if m, _, err := parseBalance("uniform", labels); err != nil || m != splits.BalanceUniform {
+		t.Errorf("uniform: %q, %v", m, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,20 +85,15 @@ func scrapeMount(ctx context.Context, dir string) (map[string]*dto.MetricFamily,
 		return nil, fmt.Errorf("ask the mount at %s: %w", dir, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("ask the mount at %s: %s", dir, resp.Status)
+	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	return p.TextToMetricFamilies(resp.Body)
 }
 
 // family helpers: the value of an unlabelled metric, the sum over labels, by label.
 type families map[string]*dto.MetricFamily
-
-func (f families) value(name string) float64 {
-	fam := f[name]
-	if fam == nil || len(fam.Metric) == 0 {
-		return 0
-	}
-	return metricNumber(fam.Metric[0])
-}
 
 func metricNumber(m *dto.Metric) float64 {
 	switch {
@@ -139,7 +136,11 @@ func quantile(h *dto.Histogram, q float64) float64 {
 	return prevBound
 }
 
-func printStats(ctx context.Context, w io.Writer, dir string, interval time.Duration) error {
+// printStats prints the summary of the mount at dir, with rates over interval. It prints
+// nothing but an error if the mount did not report a figure the summary shows (a mount of
+// another version, or something else answering on the socket): never a 0 it did not read.
+func printStats(ctx context.Context, out io.Writer, dir string, interval time.Duration) error {
+	var w bytes.Buffer
 	a, err := scrapeMount(ctx, dir)
 	if err != nil {
 		return err
@@ -153,27 +154,27 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 	if err != nil {
 		return err
 	}
-	before, f := families(a), families(raw)
+	before, f := &scrape{fams: a}, &scrape{fams: raw}
 	rate := func(name string) float64 { return (f.value(name) - before.value(name)) / interval.Seconds() }
 
 	dataset := "?"
-	if fam := f["cassfs_info"]; fam != nil && len(fam.Metric) > 0 {
+	if fam := f.fams["cassfs_info"]; fam != nil && len(fam.Metric) > 0 {
 		dataset = label(fam.Metric[0], "dataset")
 	}
 	up := time.Duration(0)
 	if st := f.value("process_start_time_seconds"); st > 0 {
 		up = time.Since(time.Unix(int64(st), 0)).Round(time.Second)
 	}
-	fmt.Fprintf(w, "cassfs at %s: dataset %s, %s samples, up %v\n", dir, dataset, humanize.Comma(int64(f.value("cassfs_samples"))), up)
-	fmt.Fprintf(w, "  served    %s files, %s (now %.0f files/s, %s/s)\n",
+	fmt.Fprintf(&w, "cassfs at %s: dataset %s, %s samples, up %v\n", dir, dataset, humanize.Comma(int64(f.value("cassfs_samples"))), up)
+	fmt.Fprintf(&w, "  served    %s files, %s (now %.0f files/s, %s/s)\n",
 		humanize.Comma(int64(f.value("cassfs_files_read_total"))), humanize.IBytes(uint64(f.value("cassfs_read_bytes_total"))),
 		rate("cassfs_files_read_total"), humanize.IBytes(uint64(max(0, rate("cassfs_read_bytes_total")))))
-	fmt.Fprintf(w, "  cache     %s cached, %s of it not read yet; hits %s, misses %s, waits %s, evictions %s\n",
+	fmt.Fprintf(&w, "  cache     %s cached, %s of it not read yet; hits %s, misses %s, waits %s, evictions %s\n",
 		humanize.IBytes(uint64(f.value("cassfs_cache_bytes"))), humanize.IBytes(uint64(f.value("cassfs_cache_unread_bytes"))),
 		humanize.Comma(int64(f.value("cassfs_cache_hits_total"))), humanize.Comma(int64(f.value("cassfs_cache_misses_total"))),
 		humanize.Comma(int64(f.value("cassfs_cache_waits_total"))), humanize.Comma(int64(f.value("cassfs_cache_evictions_total"))))
 	var h *dto.Histogram
-	if fam := f["cassfs_fetch_seconds"]; fam != nil && len(fam.Metric) > 0 {
+	if fam := f.fams["cassfs_fetch_seconds"]; fam != nil && len(fam.Metric) > 0 {
 		h = fam.Metric[0].Histogram
 	}
 	ms := func(q float64) string {
@@ -189,26 +190,26 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 	if files := f.value("cassfs_files_read_total"); files > 0 {
 		perFile = fmt.Sprintf("%.2f", float64(h.GetSampleCount())/files)
 	}
-	fmt.Fprintf(w, "  fetches   %s, %s per file served (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
-		humanize.Comma(int64(h.GetSampleCount())), perFile, histRate(before, f, interval),
+	fmt.Fprintf(&w, "  fetches   %s, %s per file served (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
+		humanize.Comma(int64(h.GetSampleCount())), perFile, histRate(before.fams, f.fams, interval),
 		ms(0.5), ms(0.99), humanize.Comma(int64(f.value("cassfs_requests_in_flight"))), humanize.Comma(int64(f.value("cassfs_fetch_hedges_total"))))
 	var errs []string
-	if fam := f["cassfs_fetch_errors_total"]; fam != nil {
+	if fam := f.fams["cassfs_fetch_errors_total"]; fam != nil {
 		for _, m := range fam.Metric {
 			errs = append(errs, fmt.Sprintf("%s %s", label(m, "kind"), humanize.Comma(int64(metricNumber(m)))))
 		}
 	}
 	sort.Strings(errs)
-	fmt.Fprintf(w, "  errors    %s\n", strings.Join(errs, ", "))
-	if fam := f["cassfs_prefetch_window"]; fam != nil {
+	fmt.Fprintf(&w, "  errors    %s\n", strings.Join(errs, ", "))
+	if fam := f.fams["cassfs_prefetch_window"]; fam != nil {
 		pos, rates, limits := map[string]string{}, map[string]float64{}, map[string]float64{}
-		if pf := f["cassfs_prefetch_position"]; pf != nil {
+		if pf := f.fams["cassfs_prefetch_position"]; pf != nil {
 			for _, m := range pf.Metric {
 				pos[label(m, "split")] = fmt.Sprintf("epoch %s position %s", label(m, "epoch"), humanize.Comma(int64(metricNumber(m))))
 			}
 		}
 		for name, into := range map[string]map[string]float64{"cassfs_prefetch_rate": rates, "cassfs_prefetch_limit": limits} {
-			if pf := f[name]; pf != nil {
+			if pf := f.fams[name]; pf != nil {
 				for _, m := range pf.Metric {
 					into[label(m, "split")] = metricNumber(m)
 				}
@@ -223,19 +224,38 @@ func printStats(ctx context.Context, w io.Writer, dir string, interval time.Dura
 		}
 		sort.Strings(lines)
 		for _, l := range lines {
-			fmt.Fprintln(w, l)
+			fmt.Fprintln(&w, l)
 		}
 	}
-	if f["cassfs_disk_cache_bytes"] != nil {
+	if f.fams["cassfs_disk_cache_bytes"] != nil {
 		hits, misses := f.value("cassfs_disk_cache_hits_total"), f.value("cassfs_disk_cache_misses_total")
-		fmt.Fprintf(w, "  disk      %s in %s files; %s hits, %s misses (%.1f%% hit); %s evicted, %s corrupt, %s write errors\n",
+		fmt.Fprintf(&w, "  disk      %s in %s files; %s hits, %s misses (%.1f%% hit); %s evicted, %s corrupt, %s write errors\n",
 			humanize.IBytes(uint64(f.value("cassfs_disk_cache_bytes"))), humanize.Comma(int64(f.value("cassfs_disk_cache_entries"))),
 			humanize.Comma(int64(hits)), humanize.Comma(int64(misses)), 100*hits/max(hits+misses, 1),
 			humanize.Comma(int64(f.value("cassfs_disk_cache_evictions_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_corrupt_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_write_errors_total"))))
 	}
-	fmt.Fprintf(w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
+	fmt.Fprintf(&w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
 		humanize.IBytes(uint64(f.value("process_resident_memory_bytes"))), humanize.IBytes(uint64(f.value("go_memstats_heap_alloc_bytes"))), f.value("go_goroutines"))
-	return nil
+	if missing := slices.Compact(slices.Sorted(slices.Values(append(before.missing, f.missing...)))); len(missing) > 0 {
+		return fmt.Errorf("the mount at %s did not report %s: is it served by a cassfs of another version?", dir, strings.Join(missing, ", "))
+	}
+	_, err = out.Write(w.Bytes())
+	return err
+}
+
+// scrape is one reading of a mount's metrics; value records the metrics it did not find.
+type scrape struct {
+	fams    families
+	missing []string
+}
+
+func (s *scrape) value(name string) float64 {
+	fam := s.fams[name]
+	if fam == nil || len(fam.Metric) == 0 {
+		s.missing = append(s.missing, name)
+		return 0
+	}
+	return metricNumber(fam.Metric[0])
 }
 
 // histRate is the rate of a histogram's observation count (cassfs_fetch_seconds is a

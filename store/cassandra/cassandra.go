@@ -31,7 +31,8 @@
 //     replaced or deleted chunks are removed after.
 //
 // Put writes the blob (and the target's), then the samples row (the commit marker of store's
-// contract); Scan is a parallel scan of the samples table over token sub-ranges, never
+// contract); Scan reads the samples table page by page over token ranges, as many pages
+// at once as the database serves faster, retrying what fails (rangescan.go), never
 // touching blobs.
 //
 // # Deadlines and bounds
@@ -78,11 +79,15 @@ type Config struct {
 	MaxInFlight int
 	// NumConns is the number of connections per host (default 2).
 	NumConns int
-	// ScanRanges is the number of token sub-ranges a Scan splits the ring into (default 64),
-	// and ScanParallel how many it reads at once (default 64). At long round trips a scan
-	// costs a round trip per page of its longest range in series: all ranges at once, and
-	// pages of 10,000 narrow rows, make 200,000 samples one round trip.
+	// ScanRanges is the number of token ranges a Scan starts from (default 64), and
+	// ScanParallel the most pages it reads at once (default 64); how many it does read at
+	// once adapts to the database (rangescan.go). At long round trips a scan costs a round
+	// trip per page of its longest range in series: 64 ranges, and pages of 10,000 narrow
+	// rows, make 200,000 samples one page each.
 	ScanRanges, ScanParallel int
+	// ScanStall is how long a Scan may read no row, retrying what fails, before it fails
+	// (default 6×Timeout, at least 30s).
+	ScanStall time.Duration
 	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
 	// clusters reached through NAT, a tunnel or a proxy.
 	AddressMap map[string]string
@@ -124,6 +129,9 @@ func (c *Config) defaults() {
 	}
 	if c.ScanParallel == 0 {
 		c.ScanParallel = 64
+	}
+	if c.ScanStall == 0 {
+		c.ScanStall = max(6*c.Timeout, 30*time.Second)
 	}
 }
 

@@ -3,6 +3,7 @@ package cassandra
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -13,15 +14,16 @@ import (
 	"github.com/google/uuid"
 )
 
-// Scan implements store.Store: a parallel scan of the metadata table over token sub-ranges, never
-// touching blobs.
+// Scan implements store.Store: a scan of the metadata table over token ranges, page by page,
+// as many pages at once as the database serves faster (rangescan.go), never touching
+// blobs.
 func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	cols, err := c.Columns(ctx)
 	if err != nil {
 		return err
 	}
 	crc, targets := c.hasCRC(), c.hasTargets()
-	q := `SELECT id, label, name, size, checksum`
+	q := `SELECT token(id), id, label, name, size, checksum`
 	if crc {
 		q += ", crc32c"
 	}
@@ -31,81 +33,95 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	for _, col := range cols {
 		q += ", " + col
 	}
-	q += c.cql(` FROM DS.samples WHERE token(id) > ? AND token(id) <= ?`)
+	q += c.cql(` FROM DS.samples WHERE token(id) > ? AND token(id) <= ? LIMIT ?`)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ranges := tokenRanges(c.cfg.ScanRanges)
-	work := make(chan [2]int64)
 	var (
-		fnMu     sync.Mutex // serializes fn
-		failed   bool       // guarded by fnMu; no fn call after a failure
-		errOnce  sync.Once
-		firstErr error
-		wg       sync.WaitGroup
+		fnMu   sync.Mutex // serializes fn
+		failed bool       // guarded by fnMu; no fn call after fn failed
 	)
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err; cancel() })
-	}
 	call := func(s store.Sample) error {
 		fnMu.Lock()
 		defer fnMu.Unlock()
 		if failed {
-			return context.Canceled
+			return errCallerFailed
 		}
 		if err := fn(s); err != nil {
 			failed = true
-			fail(err)
-			return err
+			return &callerError{err}
 		}
 		return nil
 	}
-	for w := 0; w < c.cfg.ScanParallel; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := range work {
-				if err := c.scanRange(ctx, q, crc, targets, cols, r, call); err != nil {
-					fail(err)
-				}
-			}
-		}()
+	var ranges []scanRange
+	for _, r := range tokenRanges(c.cfg.ScanRanges) {
+		ranges = append(ranges, scanRange{From: r[0], To: r[1], Page: scanFirstPage})
 	}
-feed:
-	for _, r := range ranges {
-		select {
-		case work <- r:
-		case <-ctx.Done():
-			break feed
-		}
+	rs := &rangeScan{
+		Read: func(ctx context.Context, r scanRange) pageResult {
+			return c.scanPage(ctx, q, crc, targets, cols, r, call)
+		},
+		Final:   finalScanError,
+		Max:     c.cfg.ScanParallel,
+		Timeout: c.cfg.Timeout,
+		Stall:   c.cfg.ScanStall,
 	}
-	close(work)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	err = rs.Run(ctx, ranges)
+	var ce *callerError
+	if errors.As(err, &ce) {
+		return ce.err // the caller's own error, as it gave it
 	}
-	return ctx.Err()
+	if err != nil {
+		return fmt.Errorf("scan dataset %q, %w", c.cfg.Dataset, err)
+	}
+	return nil
 }
 
-// scanPage is the page size of the metadata scan: a sub-range of a dataset of a few
-// million samples is one page, so each sub-range costs one round trip.
-const scanPage = 10000
+// callerError carries the error of Scan's fn through the range scan, which ends at it.
+type callerError struct{ err error }
 
-func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols []string, r [2]int64, fn func(store.Sample) error) error {
-	select {
-	case c.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+func (e *callerError) Error() string { return e.err.Error() }
+
+// errCallerFailed ends the pages still in flight once fn has failed.
+var errCallerFailed = errors.New("the scan's caller failed")
+
+// errBadRow is wrapped by errors of rows that do not decode.
+var errBadRow = errors.New("bad row")
+
+// finalScanError reports the errors of a page that reading it again cannot mend: the
+// caller's, rows that do not decode, and the requests the node refuses as such (a
+// missing table or column, a refused login or permission).
+func finalScanError(err error) bool {
+	var ce *callerError
+	var re gocql.RequestError
+	if errors.As(err, &ce) || errors.Is(err, errCallerFailed) || errors.Is(err, errBadRow) {
+		return true
 	}
-	defer func() { <-c.sem }()
-	// One sub-range is a few thousand narrow rows even for millions of samples; its pages
-	// share one deadline.
-	rctx, cancel := context.WithTimeout(ctx, 3*c.cfg.Timeout)
-	defer cancel()
+	if errors.As(err, &re) {
+		switch re.Code() {
+		case gocql.ErrCodeSyntax, gocql.ErrCodeInvalid, gocql.ErrCodeUnauthorized, gocql.ErrCodeCredentials, gocql.ErrCodeConfig, gocql.ErrCodeProtocol:
+			return true
+		}
+	}
+	return false
+}
+
+// scanPage reads one page of r: at most r.Page rows of tokens (r.From, r.To], in token
+// order, handing each to fn.
+func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols []string, r scanRange, fn func(store.Sample) error) pageResult {
+	res := pageResult{Last: r.From}
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer release()
 	// No partition key: any node coordinates the range (see routing).
 	rctx = context.WithValue(rctx, anyNode{}, true)
-	iter := c.session.Query(q, r[0], r[1]).WithContext(rctx).Idempotent(true).PageSize(scanPage).Iter()
+	// One request: LIMIT and the page size are the same, and the loop below stops at the
+	// limit, so a paging state the node may send back is never followed (Prefetch 0: no
+	// page is fetched ahead either).
+	iter := c.session.Query(q, r.From, r.To, r.Page).WithContext(rctx).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
 	var (
+		token    int64
 		id       gocql.UUID
 		label    int
 		name     string
@@ -118,7 +134,7 @@ func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols
 		tCRC     *int32 // nil: no target
 	)
 	meta := make([]*string, len(cols))
-	dest := []any{&id, &label, &name, &size, &checksum}
+	dest := []any{&token, &id, &label, &name, &size, &checksum}
 	if crc {
 		dest = append(dest, &crc32c)
 	}
@@ -129,11 +145,12 @@ func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols
 		meta[i] = new(string)
 		dest = append(dest, meta[i])
 	}
-	for iter.Scan(dest...) {
+	for res.Rows < r.Page && iter.Scan(dest...) {
 		s := store.Sample{ID: uuid.UUID(id), Label: label, Name: name, Size: size}
 		if len(checksum) != len(s.Checksum) {
 			iter.Close()
-			return fmt.Errorf("scan dataset %q: sample %s (%s) has a %d-byte checksum, want %d", c.cfg.Dataset, s.ID, name, len(checksum), len(s.Checksum))
+			res.Err = fmt.Errorf("%w: sample %s (%s) has a %d-byte checksum, want %d", errBadRow, s.ID, name, len(checksum), len(s.Checksum))
+			return res
 		}
 		copy(s.Checksum[:], checksum)
 		if crc32c != nil {
@@ -143,7 +160,8 @@ func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols
 		if tCRC != nil {
 			if len(tSum) != sha256.Size {
 				iter.Close()
-				return fmt.Errorf("scan dataset %q: sample %s (%s) has a %d-byte target checksum, want %d", c.cfg.Dataset, s.ID, name, len(tSum), sha256.Size)
+				res.Err = fmt.Errorf("%w: sample %s (%s) has a %d-byte target checksum, want %d", errBadRow, s.ID, name, len(tSum), sha256.Size)
+				return res
 			}
 			s.Target = &store.Target{Ext: tExt, Size: tSize, CRC32C: uint32(*tCRC)}
 			copy(s.Target.Checksum[:], tSum)
@@ -160,13 +178,16 @@ func (c *Store) scanRange(ctx context.Context, q string, crc, targets bool, cols
 		}
 		if err := fn(s); err != nil {
 			iter.Close()
-			return err
+			res.Err = err
+			return res
 		}
+		res.Rows++
+		res.Last = token
 	}
 	if err := iter.Close(); err != nil {
-		return fmt.Errorf("scan dataset %q, tokens (%d, %d]: %w", c.cfg.Dataset, r[0], r[1], kinded(err))
+		res.Err = kinded(err)
 	}
-	return nil
+	return res
 }
 
 // tokenRanges splits Murmur3's ring (-2^63, 2^63-1] into n contiguous (start, end] ranges.

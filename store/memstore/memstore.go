@@ -29,6 +29,9 @@ type Options struct {
 	// Put there, with what was written
 	// before it kept: a way to interrupt a Put between its blob and its metadata row.
 	FailPut func(id uuid.UUID, write string) error
+	// FailScan, if set, is asked before Scan hands over its n-th sample (from 0) and
+	// again, with n the number of samples, at its end; an error ends the Scan with it.
+	FailScan func(n int) error
 }
 
 // Store is an in-memory dataset. It copies data in and out, so callers may reuse their
@@ -218,13 +221,21 @@ func (m *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		all = append(all, s)
 	}
 	m.mu.Unlock()
-	for _, s := range all {
+	for n, s := range all {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if m.opts.FailScan != nil {
+			if err := m.opts.FailScan(n); err != nil {
+				return err
+			}
 		}
 		if err := fn(s); err != nil {
 			return err
 		}
+	}
+	if m.opts.FailScan != nil {
+		return m.opts.FailScan(len(all))
 	}
 	return nil
 }
