@@ -19,7 +19,7 @@ import (
 //
 // How many pages are in flight is the controller's choice (scanControl), on the principle
 // of the prefetch window's: grow while the rate grows, back off when the database says it
-// is overloaded. It starts at a few and doubles each round (one round: as many pages done
+// is overloaded. It starts at 16 and doubles each round (one round: as many pages done
 // as the limit allows in flight) while the round's rows per second grew by a quarter; the
 // first round that did not grow returns to the limit before it, which gave the same rate
 // with less in flight, and from then on the limit grows by one a round only while that
@@ -37,7 +37,7 @@ import (
 // refused login, a row that does not decode); its error names the range and the cause.
 
 const (
-	scanStartParallel = 8     // pages in flight at the start
+	scanStartParallel = 16    // pages in flight at the start
 	scanFirstPage     = 10000 // rows of a first page: 200,000 samples in 64 ranges are one round trip
 	scanMinPage       = 100
 	maxScanFails      = 8 // failures in a row of one range before the scan gives up

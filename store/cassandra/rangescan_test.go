@@ -143,8 +143,8 @@ func TestRangeScanAdaptsToASmallNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	node.checkEachOnce(t)
-	if node.peak > 16 {
-		t.Errorf("up to %d pages in flight, want the limit held well below 64", node.peak)
+	if node.peak > 32 || node.failures > 16 {
+		t.Errorf("up to %d pages in flight and %d of 64 pages dropped, want at most 32 and 16: the limit held below what the node serves", node.peak, node.failures)
 	}
 	t.Logf("peak in flight %d, %d pages dropped by the node", node.peak, node.failures)
 }

@@ -76,6 +76,31 @@ func (c *Store) ddl(ctx context.Context, q string) error {
 // Dataset implements store.Store.
 func (c *Store) Dataset() string { return c.cfg.Dataset }
 
+// metaTries is how many times a read of the dataset's metadata (its columns, class names,
+// splits) is sent before a timeout is the answer.
+const metaTries = 3
+
+// readMeta runs op, one idempotent read of the dataset's metadata, with a deadline of its
+// own, and again (metaTries in all) while it times out or loses its connection: a connection
+// stuck for a moment, or a node too busy to answer one request in time, costs a mount's
+// start one deadline instead of failing it. Blob reads are not retried here; their
+// deadline is the reader's.
+func (c *Store) readMeta(ctx context.Context, op func(rctx context.Context) error) error {
+	var err error
+	for range metaTries {
+		rctx, release, aerr := c.acquire(ctx)
+		if aerr != nil {
+			return aerr
+		}
+		err = op(rctx)
+		release()
+		if err == nil || ctx.Err() != nil || !(isTimeout(err) || lostConnection(err) || errors.Is(err, context.DeadlineExceeded)) {
+			return err
+		}
+	}
+	return err
+}
+
 // acquire takes a slot of the in-flight bound and returns a context with the per-request
 // deadline; release must be called when the request is done.
 func (c *Store) acquire(ctx context.Context) (context.Context, func(), error) {
@@ -121,24 +146,23 @@ func (c *Store) AddColumns(ctx context.Context, names []string) error {
 
 // Columns implements store.Store.
 func (c *Store) Columns(ctx context.Context) ([]string, error) {
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	iter := c.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'samples'`,
-		c.cfg.Dataset).WithContext(rctx).Iter()
 	var cols []string
-	var name string
 	crc, targets := false, false
-	for iter.Scan(&name) {
-		crc = crc || name == "crc32c"
-		targets = targets || name == "target_crc32c"
-		if !slices.Contains(store.BuiltinColumns, name) {
-			cols = append(cols, name)
+	err := c.readMeta(ctx, func(rctx context.Context) error {
+		cols, crc, targets = nil, false, false
+		iter := c.session.Query(`SELECT column_name FROM system_schema.columns WHERE keyspace_name = ? AND table_name = 'samples'`,
+			c.cfg.Dataset).WithContext(rctx).Idempotent(true).Iter()
+		var name string
+		for iter.Scan(&name) {
+			crc = crc || name == "crc32c"
+			targets = targets || name == "target_crc32c"
+			if !slices.Contains(store.BuiltinColumns, name) {
+				cols = append(cols, name)
+			}
 		}
-	}
-	if err := iter.Close(); err != nil {
+		return iter.Close()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read columns of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	slices.Sort(cols)
@@ -160,19 +184,18 @@ func (c *Store) SetLabels(ctx context.Context, names []string) error {
 
 // Labels implements store.Store.
 func (c *Store) Labels(ctx context.Context) ([]string, error) {
-	rctx, release, err := c.acquire(ctx)
+	var byLabel map[int]string
+	err := c.readMeta(ctx, func(rctx context.Context) error {
+		byLabel = map[int]string{}
+		iter := c.session.Query(c.cql(`SELECT label, name FROM DS.labels`)).WithContext(rctx).Idempotent(true).Iter()
+		var label int
+		var name string
+		for iter.Scan(&label, &name) {
+			byLabel[label] = name
+		}
+		return iter.Close()
+	})
 	if err != nil {
-		return nil, err
-	}
-	defer release()
-	iter := c.session.Query(c.cql(`SELECT label, name FROM DS.labels`)).WithContext(rctx).Idempotent(true).Iter()
-	byLabel := map[int]string{}
-	var label int
-	var name string
-	for iter.Scan(&label, &name) {
-		byLabel[label] = name
-	}
-	if err := iter.Close(); err != nil {
 		return nil, fmt.Errorf("read labels of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	out := make([]string, len(byLabel))
@@ -214,13 +237,10 @@ func (c *Store) setCreated(ctx context.Context, t time.Time) error {
 // Created implements store.Store. Datasets made before it was recorded have no info table
 // or no row: the zero time.
 func (c *Store) Created(ctx context.Context) (time.Time, error) {
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	defer release()
 	var v string
-	err = c.session.Query(c.cql(`SELECT value FROM DS.info WHERE key = 'created'`)).WithContext(rctx).Idempotent(true).Scan(&v)
+	err := c.readMeta(ctx, func(rctx context.Context) error {
+		return c.session.Query(c.cql(`SELECT value FROM DS.info WHERE key = 'created'`)).WithContext(rctx).Idempotent(true).Scan(&v)
+	})
 	var re gocql.RequestError
 	switch {
 	// No row, or no table: the server refuses a query of a table it does not have as

@@ -55,14 +55,11 @@ func (c *Store) hasSplitTables(ctx context.Context) (bool, error) {
 	if known {
 		return true, nil // tables are never dropped by cassfs
 	}
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer release()
 	var n int
-	err = c.session.Query(`SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name IN ('splits', 'split_sets', 'split_chunks')`,
-		c.cfg.Dataset).WithContext(rctx).Idempotent(true).Scan(&n)
+	err := c.readMeta(ctx, func(rctx context.Context) error {
+		return c.session.Query(`SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ? AND table_name IN ('splits', 'split_sets', 'split_chunks')`,
+			c.cfg.Dataset).WithContext(rctx).Idempotent(true).Scan(&n)
+	})
 	if err != nil {
 		return false, fmt.Errorf("look up the split tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
@@ -88,21 +85,20 @@ func (c *Store) splitRows(ctx context.Context) ([]splitRow, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	// Quorum: a split just made on another machine must be seen here.
-	iter := c.session.Query(c.cql(`SELECT name, set_id, generation, size, chunks, digest FROM DS.splits WHERE bucket = ?`), splitBucket).
-		WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Iter()
 	var rows []splitRow
-	var r splitRow
-	for iter.Scan(&r.name, &r.set, &r.generation, &r.size, &r.chunks, &r.digest) {
-		rows = append(rows, r)
-		r = splitRow{}
-	}
-	if err := iter.Close(); err != nil {
+	err = c.readMeta(ctx, func(rctx context.Context) error {
+		// Quorum: a split just made on another machine must be seen here.
+		iter := c.session.Query(c.cql(`SELECT name, set_id, generation, size, chunks, digest FROM DS.splits WHERE bucket = ?`), splitBucket).
+			WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Iter()
+		rows = nil
+		var r splitRow
+		for iter.Scan(&r.name, &r.set, &r.generation, &r.size, &r.chunks, &r.digest) {
+			rows = append(rows, r)
+			r = splitRow{}
+		}
+		return iter.Close()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read the splits of dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	return rows, nil
@@ -241,13 +237,10 @@ func (c *Store) Splits(ctx context.Context) ([]store.SplitInfo, error) {
 	for _, r := range rows {
 		s, ok := sets[r.set]
 		if !ok {
-			rctx, release, err := c.acquire(ctx)
-			if err != nil {
-				return nil, err
-			}
-			err = c.session.Query(c.cql(`SELECT created, params, report FROM DS.split_sets WHERE id = ?`), r.set).
-				WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&s.created, &s.params, &s.report)
-			release()
+			err := c.readMeta(ctx, func(rctx context.Context) error {
+				return c.session.Query(c.cql(`SELECT created, params, report FROM DS.split_sets WHERE id = ?`), r.set).
+					WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&s.created, &s.params, &s.report)
+			})
 			if err != nil && !errors.Is(err, gocql.ErrNotFound) {
 				return nil, fmt.Errorf("read the parameters of split %q: %w", r.name, kinded(err))
 			}
@@ -272,14 +265,11 @@ func (c *Store) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, err
 	r := rows[i]
 	ids := make([]uuid.UUID, 0, r.size)
 	for ch := range r.chunks {
-		rctx, release, err := c.acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
 		var packed []byte
-		err = c.session.Query(c.cql(`SELECT ids FROM DS.split_chunks WHERE generation = ? AND chunk = ?`), r.generation, ch).
-			WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&packed)
-		release()
+		err := c.readMeta(ctx, func(rctx context.Context) error {
+			return c.session.Query(c.cql(`SELECT ids FROM DS.split_chunks WHERE generation = ? AND chunk = ?`), r.generation, ch).
+				WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).Scan(&packed)
+		})
 		if errors.Is(err, gocql.ErrNotFound) {
 			return nil, fmt.Errorf("split %q of dataset %q: chunk %d of %d is missing: %w", name, c.cfg.Dataset, ch, r.chunks, store.ErrCorrupt)
 		}
