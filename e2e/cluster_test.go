@@ -184,7 +184,7 @@ func TestClusterNodeFailure(t *testing.T) {
 		t.Errorf("the steady reader made only %d reads", reads)
 	}
 	if strings.Contains(m.stderr.String(), "I/O error") {
-		t.Errorf("the mount logged I/O errors with one node of three down:\n%s", m.stderr.String())
+		t.Errorf("the mount logged I/O errors with one node of three down; %s", m.log())
 	}
 
 	// A frozen node (SIGSTOP: connections open, nothing answers) for 6 s: reads it

@@ -57,7 +57,7 @@ func TestDatasetCommands(t *testing.T) {
 		t.Errorf("a read from a mount of a deleted dataset: %v after %v, want EIO", err, time.Since(start))
 	}
 	if !m.stderr.waitFor("I/O error") {
-		t.Errorf("the mount logged no cause:\n%s", m.stderr.String())
+		t.Errorf("the mount logged no cause; %s", m.log())
 	}
 	m.stop(t)
 

@@ -183,7 +183,7 @@ func runLinkFault(t *testing.T, d *srcDataset, fc linkFault) string {
 		checkFaultRead(t, d, fc, r, seen)
 	}
 	if failed > 0 && !fc.errorsAllowed {
-		t.Errorf("a disturbance of %v (shorter than --timeout %v) cost readers %d errors, the first %v; the mount's log:\n%s", fc.hold, faultTimeout, failed, firstErr, m.stderr.String())
+		t.Errorf("a disturbance of %v (shorter than --timeout %v) cost readers %d errors, the first %v; %s", fc.hold, faultTimeout, failed, firstErr, m.log())
 	}
 
 	// Recovery: the first read begun after the link healed that succeeded, measured from
@@ -200,7 +200,7 @@ func runLinkFault(t *testing.T, d *srcDataset, fc linkFault) string {
 	for k, n := range names1 {
 		data, err := os.ReadFile(filepath.Join(next1, n))
 		if err != nil {
-			t.Fatalf("epoch 1 after the link healed: %s: %v\n%s", n, err, m.stderr.String())
+			t.Fatalf("epoch 1 after the link healed: %s: %v; %s", n, err, m.log())
 		}
 		if k == 0 && recovered < 0 {
 			recovered = time.Since(healed) // no read of epoch 0 began after the healing

@@ -55,7 +55,7 @@ func TestIntegrity(t *testing.T) {
 	}
 	for _, want := range []string{corrupt.String(), "checksum differs", missing.String(), "not found"} {
 		if !m.stderr.waitFor(want) {
-			t.Errorf("the log does not mention %q:\n%s", want, m.stderr.String())
+			t.Errorf("the log does not mention %q; %s", want, m.log())
 		}
 	}
 	body := scrape(t, metricsURL(t, m))

@@ -88,7 +88,7 @@ func metricsURL(t testing.TB, m *mounted) string {
 			return u[1]
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the mount logged no metrics URL:\n%s", m.stderr.String())
+			t.Fatalf("the mount logged no metrics URL; %s", m.log())
 		}
 	}
 }

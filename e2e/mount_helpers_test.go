@@ -67,7 +67,9 @@ func pythonScript(py string, v any, script string, args ...string) error {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("%s %v: %v\n%s", script, args, err, stderr.String())
+		// The end of a Python's standard error holds the traceback and its cause.
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		return fmt.Errorf("%s %v: %v; its standard error (last %d of %d lines):\n%s", script, args, err, min(logTail, len(lines)), len(lines), strings.Join(lines[max(0, len(lines)-logTail):], "\n"))
 	}
 	if err := json.Unmarshal(out, v); err != nil {
 		return fmt.Errorf("%s output: %v\n%s", script, err, out)
@@ -188,6 +190,28 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// logTail is how many of the mount's last log lines a failure message shows.
+const logTail = 40
+
+// log is the mount's log for a failure message, which it follows: the message must come
+// first and stay in sight, so a long log is cut to its last logTail lines (where a
+// failure's cause is) and kept whole in a file the message names.
+func (m *mounted) log() string {
+	full := m.stderr.String()
+	lines := strings.Split(strings.TrimRight(full, "\n"), "\n")
+	if len(lines) <= logTail {
+		return "the mount's log:\n" + full
+	}
+	where := "not kept"
+	if f, err := os.CreateTemp("", "cassfs-mount-log-*.txt"); err == nil {
+		if _, err := f.WriteString(full); err == nil {
+			where = f.Name()
+		}
+		f.Close()
+	}
+	return fmt.Sprintf("the mount's log, its last %d of %d lines (all of it in %s):\n%s", logTail, len(lines), where, strings.Join(lines[len(lines)-logTail:], "\n"))
+}
+
 // waitFor reports whether sub appears within 10 s. A process's stderr reaches the buffer
 // through a pipe and a copying goroutine, so a line the process wrote before answering a
 // request may arrive after the answer.
@@ -224,12 +248,12 @@ func startMountAt(t testing.TB, dir, dataset string, args ...string) *mounted {
 	for !isMounted(dir) || !serving(dir) {
 		select {
 		case err := <-m.done:
-			t.Fatalf("cassfs mount exited before mounting: %v\n%s", err, m.stderr.String())
+			t.Fatalf("cassfs mount exited before mounting: %v; %s", err, m.log())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			m.cmd.Process.Kill()
-			t.Fatalf("cassfs mount did not mount within 60s:\n%s", m.stderr.String())
+			t.Fatalf("cassfs mount did not mount within 60s; %s", m.log())
 		}
 	}
 	t.Cleanup(func() { m.stop(t) })
@@ -246,11 +270,11 @@ func (m *mounted) stop(t testing.TB) {
 	select {
 	case err := <-m.done:
 		if err != nil {
-			t.Errorf("cassfs mount exited with %v after SIGTERM:\n%s", err, m.stderr.String())
+			t.Errorf("cassfs mount exited with %v after SIGTERM; %s", err, m.log())
 		}
 	case <-time.After(30 * time.Second):
 		m.cmd.Process.Kill()
-		t.Errorf("cassfs mount did not exit within 30s of SIGTERM:\n%s", m.stderr.String())
+		t.Errorf("cassfs mount did not exit within 30s of SIGTERM; %s", m.log())
 	}
 	if isMounted(m.dir) {
 		t.Errorf("%s is still mounted after cassfs exited", m.dir)

@@ -297,7 +297,7 @@ func TestCassandraOutage(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	if !m.stderr.waitFor("I/O error") {
-		t.Errorf("the mount did not log the failures:\n%s", m.stderr.String())
+		t.Errorf("the mount did not log the failures; %s", m.log())
 	}
 }
 
@@ -332,7 +332,7 @@ func TestMountLifecycle(t *testing.T) {
 	}
 	again := startMountAt(t, dir, d.name)
 	if !again.stderr.waitFor("recovered a stale mount") {
-		t.Errorf("the new mount did not report recovering the stale one:\n%s", again.stderr.String())
+		t.Errorf("the new mount did not report recovering the stale one; %s", again.log())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "all", "epoch-0", "file_list.txt")); err != nil {
 		t.Errorf("the recovered mount does not serve: %v", err)

@@ -136,7 +136,7 @@ func TestTLSAndPasswords(t *testing.T) {
 		t.Errorf("the mount served the known file %d times in an epoch, want once", read)
 	}
 	if strings.Contains(m.stderr.String(), password) {
-		t.Errorf("the mount logged the password:\n%s", m.stderr.String())
+		t.Errorf("the mount logged the password; %s", m.log())
 	}
 
 	base := []string{"split", "list", "-d", "secure", "--timeout", "5s"}

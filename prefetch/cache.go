@@ -218,6 +218,13 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 	return true
 }
 
+// prefetchesInFlight is how many prefetches are in flight now.
+func (c *Cache) prefetchesInFlight() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.prefetches
+}
+
 // startLocked starts a fetch; reserved is the size a prefetch reserved, or -1 for a demand
 // read, and owner the prefetch's owner.
 func (c *Cache) startLocked(i uint32, reserved int64, owner any) *call {
@@ -362,7 +369,11 @@ func (c *Cache) Stats() CacheStats {
 
 // Close cancels fetches in flight and waits for them to end. Gets after Close fail.
 func (c *Cache) Close() {
+	// Under mu: Get and Prefetch check the context under mu before they add a fetch to
+	// wg, so none is added once Wait may have begun (an Add concurrent with Wait panics).
+	c.mu.Lock()
 	c.cancel()
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 

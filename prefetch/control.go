@@ -7,85 +7,147 @@ import (
 )
 
 // The window controller sizes each stream's window from two measurements (see the package
-// doc, "Window controller"): the link's latency, as the smallest fetch latency over the last
-// latencyHorizon (minFilter), and the stream's consumption rate (rateMeter).
+// doc, "Window controller"): the link's latency, as the smallest fetch latency since the
+// last probe (linkDelay), and the stream's consumption rate (rateMeter).
 
 const (
 	// gain is how many times the measured need (rate × latency) a window holds. Above 1 it
 	// is the headroom that lets readers that are held back by the window speed up: each
 	// round trip, the rate the window allows grows by up to this factor.
 	gain = 2
-	// latencyHorizon is how long a latency measurement counts: long enough to span many
-	// round trips, short enough to follow a route that changed.
-	latencyHorizon = 10 * time.Second
+	// probeEvery is how old the smallest latency may grow before it is measured again with
+	// the queue drained: long enough that draining costs little (a probe takes a few round
+	// trips), short enough to follow a route that changed.
+	probeEvery = 10 * time.Second
+	// probeCap is how many prefetches may be in flight while a probe drains the queue: few
+	// enough that they queue behind nothing of ours at the database.
+	probeCap = 4
+	// probeSamples is how many prefetches issued after the drain a probe measures.
+	probeSamples = 4
+	// probeGiveUp ends a probe that has not drained and measured within it (readers gone
+	// idle, or a database so slow that no prefetch issued after the drain came back): the
+	// latency it had stands until the next one.
+	probeGiveUp = 2 * time.Second
 	// rateHalfLife is how fast a rate measured before fades once readers slow down or stop.
 	rateHalfLife = time.Second
 	// minTick is the shortest interval a rate is measured over.
-	minTick = 10 * time.Millisecond
+	minTick = 20 * time.Millisecond
 )
 
-// minFilter is the smallest latency over a sliding horizon, kept as the minima of its two
-// halves: the current half and the one before.
-type minFilter struct {
-	mu        sync.Mutex
-	cur, prev time.Duration // 0: no sample in that half
-	start     time.Time     // when the current half began
+// linkDelay estimates the link's latency d, the delay a fetch has with no queue of ours in
+// front of it, as the smallest fetch latency seen; and it keeps that estimate from being
+// its own queue's, as BBR keeps its round-trip estimate (ProbeRTT). When the database is
+// the bottleneck every fetch waits behind the others in flight, so no fetch is faster than
+// the queue, and a minimum over a sliding horizon rises to the queueing delay once the
+// horizon has passed: the limit (about rate × d) then grows with the queue, and the queue
+// with the limit, up to MaxInFlight. So the minimum is never forgotten by age; instead,
+// when no fetch has come back as fast as it for probeEvery, the prefetcher drains its
+// queue — every stream's limit falls to probeCap until the prefetches in flight are down
+// to it — and takes the smallest latency of the next probeSamples prefetches issued after
+// the drain as the new minimum (up or down: a route that got longer is followed). A probe
+// costs the time to drain and a few round trips at a small limit, every probeEvery; the
+// window the readers read ahead of covers it.
+type linkDelay struct {
+	every time.Duration // probeEvery; tests shorten it
+
+	mu       sync.Mutex
+	min      time.Duration // the estimate; 0 until the first fetch came back
+	stamp    time.Time     // when min was last confirmed: a fetch as fast, or a probe
+	probing  bool
+	start    time.Time     // of the probe
+	drained  time.Time     // when the probe's drain was done; zero before
+	probeMin time.Duration // smallest latency of the prefetches issued after the drain
+	probeN   int           // how many came back
 }
 
-func (f *minFilter) rotateLocked(now time.Time) {
-	half := latencyHorizon / 2
-	switch el := now.Sub(f.start); {
-	case el >= 2*half:
-		f.cur, f.prev, f.start = 0, 0, now
-	case el >= half:
-		f.prev, f.cur, f.start = f.cur, 0, f.start.Add(half)
+// add records one prefetch that came back at now after took.
+func (l *linkDelay) add(now time.Time, took time.Duration) {
+	took = max(took, 1) // zero means none
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.min == 0 || took <= l.min {
+		l.min, l.stamp = took, now
+	}
+	if l.probing && !l.drained.IsZero() && !now.Add(-took).Before(l.drained) {
+		if l.probeN == 0 || took < l.probeMin {
+			l.probeMin = took
+		}
+		l.probeN++
 	}
 }
 
-// add records one fetch's latency.
-func (f *minFilter) add(now time.Time, d time.Duration) {
-	if d <= 0 {
-		d = 1 // a sample all the same: zero means none
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rotateLocked(now)
-	if f.cur == 0 || d < f.cur {
-		f.cur = d
-	}
+// get returns the estimate, 0 if there is none yet.
+func (l *linkDelay) get() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.min
 }
 
-// get returns the smallest latency of the horizon, 0 if there is none.
-func (f *minFilter) get(now time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rotateLocked(now)
+// control returns the estimate and, during a probe, the cap on prefetches in flight (0:
+// none); it starts and ends probes. inFlight counts the prefetches in flight now; it is
+// called only while a probe waits for the drain.
+func (l *linkDelay) control(now time.Time, inFlight func() int) (time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.probing {
+		every := l.every
+		if every == 0 {
+			every = probeEvery
+		}
+		if l.min == 0 || now.Sub(l.stamp) < every {
+			return l.min, 0
+		}
+		l.probing, l.start, l.drained, l.probeN = true, now, time.Time{}, 0
+	}
+	if l.drained.IsZero() && inFlight() <= probeCap {
+		l.drained = now
+	}
 	switch {
-	case f.prev == 0:
-		return f.cur
-	case f.cur == 0:
-		return f.prev
+	case !l.drained.IsZero() && l.probeN >= probeSamples:
+		l.min, l.stamp, l.probing = l.probeMin, now, false
+		return l.min, 0
+	case now.Sub(l.start) >= probeGiveUp:
+		l.stamp, l.probing = now, false
+		return l.min, 0
 	}
-	return min(f.cur, f.prev)
+	return l.min, probeCap
 }
 
 // rateMeter measures a stream's consumption in samples per second. A measurement covers a
-// tick of at least half a round trip (the time a window's worth of fetches takes to show in
-// the rate); a higher rate is taken at once, a lower one fades with rateHalfLife once two
-// ticks have passed without a measurement, so one slow tick (readers waiting on a
-// straggler) does not shrink the window.
+// tick of at least a round trip, the time a window's worth of fetches takes to show in the
+// rate: arrivals come in bursts, and a shorter tick would measure a burst. The rate is the highest tick of the last rateHorizon (kept as the highest of
+// its two halves, as BBR keeps its bottleneck bandwidth), so a higher rate counts at once,
+// one slow tick (readers waiting on a straggler) does not shrink the window, and a lower
+// rate that lasts (a database that slowed down, another client taking its share) is the
+// rate after at most rateHorizon: the limit then comes down with it. Once readers stop,
+// the last rate fades with rateHalfLife after two ticks without a measurement.
 type rateMeter struct {
-	rate  float64       // samples/s
-	at    time.Time     // when rate was measured
-	tick  time.Duration // the tick it was measured over
-	count int           // accesses in the current tick
-	start time.Time     // start of the current tick (zero: none yet)
+	cur, prev float64       // highest tick rate of the current and of the previous half-horizon
+	half      time.Time     // when the current half began
+	last      float64       // the rate at the last measurement, for the fade
+	at        time.Time     // when the last measurement was
+	tick      time.Duration // the tick it was measured over
+	count     int           // accesses in the current tick
+	start     time.Time     // start of the current tick (zero: none yet)
+}
+
+// rateHorizon is how long a measured rate counts while readers go on at a lower one.
+const rateHorizon = time.Second
+
+func (m *rateMeter) rotate(now time.Time) {
+	h := rateHorizon / 2
+	switch el := now.Sub(m.half); {
+	case el >= 2*h:
+		m.cur, m.prev, m.half = 0, 0, now
+	case el >= h:
+		m.prev, m.cur, m.half = m.cur, 0, m.half.Add(h)
+	}
 }
 
 // add counts one access; tick is the shortest measuring interval.
 func (m *rateMeter) add(now time.Time, tick time.Duration) {
 	if m.start.IsZero() {
-		m.start = now // the access that opens the first tick is not in it
+		m.start, m.half = now, now // the access that opens the first tick is not in it
 		return
 	}
 	m.count++
@@ -93,20 +155,26 @@ func (m *rateMeter) add(now time.Time, tick time.Duration) {
 	if el < max(tick, minTick) {
 		return
 	}
-	m.rate = max(float64(m.count)/el.Seconds(), m.get(now))
+	// Readers back from a pause start from the faded rate they left with, not from the
+	// one tick that spans the pause.
+	faded := 0.0
+	if now.Sub(m.at)-2*m.tick > 0 {
+		faded = m.get(now)
+	}
+	m.rotate(now)
+	m.cur = max(m.cur, float64(m.count)/el.Seconds(), faded)
+	m.last = max(m.cur, m.prev)
 	m.at, m.tick, m.start, m.count = now, el, now, 0
 }
 
 // get returns the rate as it stands at now: faded if no measurement came for two ticks.
 func (m *rateMeter) get(now time.Time) float64 {
-	if m.rate == 0 {
-		return 0
-	}
 	late := now.Sub(m.at) - 2*m.tick
 	if late <= 0 {
-		return m.rate
+		m.rotate(now)
+		return max(m.cur, m.prev)
 	}
-	return m.rate * math.Exp2(-late.Seconds()/rateHalfLife.Seconds())
+	return m.last * math.Exp2(-late.Seconds()/rateHalfLife.Seconds())
 }
 
 // limitFor is the number of prefetches a stream may have in flight to keep rate samples per

@@ -75,34 +75,53 @@
 // Nobody tunes a window per link, so each stream's window sizes itself from two
 // measurements (control.go):
 //
-//   - the link's latency d: the smallest latency of the prefetches that arrived in the last
-//     10 s (a sliding minimum of two 5 s halves). The smallest, not the mean: the mean
-//     includes the queueing the prefetcher itself causes at the database, and a window sized
-//     from it would grow the queue that inflates it;
-//   - the readers' rate r: samples consumed per second over ticks of at least half a
-//     round trip (d/2, 10 ms at least). A higher rate is taken at once; a lower one fades
-//     with a half-life of 1 s once two ticks pass without a measurement, so a reader held up
-//     for a moment by one straggler does not shrink the window.
+//   - the link's latency d: the smallest latency of the prefetches since the last probe.
+//     The smallest, not the mean: the mean includes the queueing the prefetcher itself
+//     causes at the database, and a window sized from it would grow the queue that
+//     inflates it. But a minimum over a sliding horizon has the same fault once the
+//     database is the bottleneck: every fetch then waits behind the others in flight, no
+//     fetch is faster than the queue, and when the horizon has passed the minimum is the
+//     queueing delay — the limit grows with the queue and the queue with the limit, up to
+//     MaxInFlight (measured: 1,024 prefetches in flight and a "latency" of 171 ms on a
+//     link of 0.1 ms, at twice the CPU per file). So the minimum is kept however old, and
+//     when no fetch has come back as fast for 10 s, a probe drains the queue, as BBR's
+//     ProbeRTT does: every stream's limit falls to 4 until the prefetches in flight are
+//     down to 4, and the smallest latency of the next 4 prefetches issued after that is the
+//     new d (larger or smaller: a route that got longer is followed). What d still holds
+//     of a queue is the readers' own requests (a reader that outran the window waits on a
+//     fetch of its own), which do not grow with the limit;
+//   - the rate r the stream is served at: the lower of the readers' rate (samples consumed
+//     per second) and the rate prefetches come back at. The second bounds the first where
+//     the readers, reading what the window already holds, consume faster than the database
+//     delivers (measured: bursts of 4,000–4,800/s from a database serving 2,000/s, which
+//     sized the limit for a rate nobody could serve). Each is measured over ticks of at
+//     least a round trip (20 ms at least; arrivals come in bursts, and a shorter tick
+//     measures a burst), as the highest tick of the last second. A higher rate counts at
+//     once, one slow tick (readers held up by a straggler) does not shrink the window, and a
+//     lower rate that lasts — a database that slowed down, another client taking its share
+//     — is the rate within a second, and the limit comes down with it. Once readers stop,
+//     the last rate fades with a half-life of 1 s.
 //
 // Readers consuming r samples/s from fetches that take d need r·d fetches in flight
 // (Little's law). A stream may have InitialWindow + 2·r·d prefetches in flight (its limit,
 // within MaxInFlight), and its window reaches four times its limit ahead of the readers
 // (within MaxWindow). The factor 2 is headroom, and it is what lets the limit find the
 // rate the readers can reach: while they wait on the prefetcher, r is the rate the limit
-// allows (about limit/d), so each round trip the limit and the rate it allows roughly
-// double, until the readers' own speed or the database's throughput bounds r. From 64 at
+// allows (about limit/d, and so is the prefetches' rate), so each round trip the limit and
+// the rate it allows roughly double, until the readers' own speed or the database's throughput bounds r. From 64 at
 // 150 ms, readers that could take 1,500 samples/s are served at that rate after about four
 // round trips. The window's slack beyond the limit keeps the database busy while readers
-// in strict order wait for one late sample: issuing goes on instead of draining.
+// in strict order wait for one late sample: issuing goes on instead of draining; a probe
+// leaves the window as it is and only slows issuing, so the readers read on from what the
+// window holds while the queue drains.
 //
-// It cannot oscillate: d does not follow the limit (a minimum over seconds, not the
-// queue's length — on a LAN whose database is saturated the minimum does rise with the
-// queue, but only the few queued requests' share, and the limit settles at a few hundred),
-// r only follows it while the limit is what holds the readers back, and there it grows
-// monotonically; once the readers or the database bound r, a larger limit changes neither
-// measurement, so there is nothing to feed back. Growth overshoots the need by at most the
-// gain (2×), and the cache bounds it in bytes: a window beyond what KeepFree leaves is
-// simply not issued.
+// It cannot feed on itself: d does not follow the limit (the probe measures it with the
+// prefetches drained), r only follows the limit while the limit is what holds the readers
+// back, and there it grows monotonically; once the readers or the database bound r, a
+// larger limit changes neither measurement. Growth overshoots the need by at most the gain
+// (2×), and the cache bounds it in bytes: a window beyond what KeepFree leaves is simply
+// not issued. TestControllerOnASaturatedDatabase and TestControllerThroughASlowdown hold it
+// to that against a simulated database with a queue.
 //
 // When the readers stop, nothing is issued beyond the window they left (no timer issues
 // anything), the rate fades, and readers that come back start from a window sized to their

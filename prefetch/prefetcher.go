@@ -66,7 +66,10 @@ type Prefetcher struct {
 	opts    Options
 	closed  atomic.Bool
 	blocked atomic.Int32 // streams the cache turned away for lack of room
-	latency minFilter    // the link's latency: smallest prefetch latency of the horizon
+	latency linkDelay    // the link's latency: smallest prefetch latency since the last probe
+
+	dmu       sync.Mutex
+	delivered rateMeter // guarded by dmu; prefetches that came back, per second
 
 	mu      sync.Mutex
 	streams map[Stream]*stream        // guarded by mu
@@ -191,16 +194,31 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 	s.headPos.Store(int64(s.head))
 	s.consumed++
 	now := p.opts.Now()
-	lat := p.latency.get(now)
-	s.rate.add(now, lat/2)
-	s.limit = limitFor(s.rate.get(now), lat, p.opts.InitialWindow, p.opts.MaxInFlight)
-	s.window = min(p.opts.MaxWindow, aheadFactor*s.limit)
+	lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
+	s.rate.add(now, lat)
+	p.sizeLocked(s, now, lat, probe)
 	// The next epoch's order is computed as soon as readers enter an epoch, not when the
 	// window reaches its end: the future the caches evict and admit by (future.go) then
 	// covers the next epoch all through this one. It costs one order per epoch either way.
 	needNext := p.pumpLocked(s) || s.next == nil
 	s.mu.Unlock()
 	p.pump(s, needNext)
+}
+
+// sizeLocked sets s's in-flight limit and window from the rate it is served at — the
+// readers' rate, or the rate prefetches come back at if that is lower — and the link's
+// latency lat; probe, if positive, caps the limit while the queue drains (linkDelay). The
+// window keeps its size during a probe: only issuing slows down, nothing fetched is let go.
+func (p *Prefetcher) sizeLocked(s *stream, now time.Time, lat time.Duration, probe int) {
+	p.dmu.Lock()
+	delivered := p.delivered.get(now)
+	p.dmu.Unlock()
+	full := limitFor(min(s.rate.get(now), delivered), lat, p.opts.InitialWindow, p.opts.MaxInFlight)
+	s.window = min(p.opts.MaxWindow, aheadFactor*full)
+	s.limit = full
+	if probe > 0 {
+		s.limit = min(full, probe)
+	}
 }
 
 // pump goes on issuing after the next epoch's order was asked for (by pumpLocked or as
@@ -288,11 +306,19 @@ func (p *Prefetcher) arrived(owner any, took time.Duration, ok bool) {
 	if p.closed.Load() {
 		return
 	}
+	now := p.opts.Now()
 	if ok {
-		p.latency.add(p.opts.Now(), took)
+		p.latency.add(now, took)
+		p.dmu.Lock()
+		p.delivered.add(now, p.latency.get())
+		p.dmu.Unlock()
 	}
 	if s, ok := owner.(*stream); ok {
 		s.mu.Lock()
+		// Sized again here too: a probe begins and ends between accesses, and readers
+		// waiting on a sample make none.
+		lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
+		p.sizeLocked(s, now, lat, probe)
 		needNext := p.pumpLocked(s)
 		s.mu.Unlock()
 		p.pump(s, needNext)
@@ -347,9 +373,9 @@ func (p *Prefetcher) Stats() []StreamStats {
 	return out
 }
 
-// Latency is the link's latency as the controller sees it: the smallest prefetch latency of
-// the last few seconds (0 before the first prefetch arrives).
-func (p *Prefetcher) Latency() time.Duration { return p.latency.get(p.opts.Now()) }
+// Latency is the link's latency as the controller sees it: the smallest prefetch latency
+// since the last probe drained the queue (0 before the first prefetch arrives).
+func (p *Prefetcher) Latency() time.Duration { return p.latency.get() }
 
 // Close stops issuing prefetches; fetches in flight end with the cache's Close.
 func (p *Prefetcher) Close() { p.closed.Store(true) }

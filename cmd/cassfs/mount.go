@@ -18,6 +18,7 @@ import (
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/view"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
@@ -109,8 +110,10 @@ File contents are fetched whole, once however many readers ask, and kept in a ca
 epoch's order are prefetched, many at once, into the cache as they arrive. The requests
 in flight size themselves: twice what the readers' measured rate needs at the measured
 fetch latency (so a LAN and a 300 ms link both need no tuning), within
---prefetch-in-flight; the window reaches four times that ahead, within --prefetch samples
-and what the cache holds, and runs a little into the next epoch.
+--prefetch-in-flight; the latency is the fastest fetch with the queue drained (every 10 s
+the prefetches in flight fall to 4 for a few round trips), so a busy database's queue is
+never taken for the link. The window reaches four times that ahead, within --prefetch
+samples and what the cache holds, and runs a little into the next epoch.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
@@ -308,6 +311,14 @@ type mount struct {
 // filesystem → views → prefetcher → cache → store.
 func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uint64, shard splits.Shard, log *slog.Logger) (*mount, error) {
 	start := time.Now()
+	// Loading the index makes garbage at the rate the scan decodes rows (a row, its
+	// metadata, its strings), and the runtime's default lets the heap grow to twice what is
+	// live before it collects: at a million samples that peak would be the daemon's
+	// largest. A tighter target while the index loads costs some CPU and keeps the peak
+	// near what the index holds.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(25))
+	}
 	// The stored splits need no index to be read: at long round trips that overlaps.
 	var stored *splits.Stored
 	var storedErr error
@@ -328,6 +339,10 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		return nil, storedErr
 	}
 	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
+	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok {
+		s := sc.LastScan()
+		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
+	}
 	shown := stored.Resolve(ix, log)
 	members := 0
 	for _, s := range shown {

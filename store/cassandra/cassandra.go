@@ -152,6 +152,7 @@ type Store struct {
 	hedges      atomic.Int64   // blob reads sent a second time
 	getStmt     string         // the blob read, with the keyspace in it
 	replicas    sync.WaitGroup // the background fetch of the replica map
+	lastScan    ScanStats      // guarded by mu
 }
 
 var _ store.Store = (*Store)(nil)

@@ -23,7 +23,7 @@ import (
 // as the limit allows in flight) while the round's rows per second grew by a quarter; the
 // first round that did not grow returns to the limit before it, which gave the same rate
 // with less in flight, and from then on the limit grows by one a round only while that
-// keeps paying. A failed page, or one slower than a quarter of the request deadline (a
+// keeps paying. A failed page, or one slower than half the request deadline (a
 // queue is building at the node: a small node drops reads queued longer than its own read
 // timeout, which is what made 64 ranges at once fail on one node at ImageNet scale),
 // halves the limit, at most once a round. Over a long link each page is one round trip
@@ -82,7 +82,7 @@ type rangeScan struct {
 	// Final reports errors that retrying cannot mend.
 	Final func(error) bool
 	// Max bounds the pages in flight; Timeout is one request's deadline (a page slower than
-	// a quarter of it counts as congestion); Stall is how long the scan may go without a
+	// half of it counts as congestion); Stall is how long the scan may go without a
 	// row before it fails.
 	Max            int
 	Timeout, Stall time.Duration
@@ -91,6 +91,16 @@ type rangeScan struct {
 
 	now   func() time.Time // time.Now; tests may replace it
 	pause time.Duration    // the first pause before a retry (100ms; tests shorten it)
+
+	stats ScanStats // of the last Run, complete when it returns
+}
+
+// ScanStats describes a metadata scan: what it read, how, and how long it took.
+type ScanStats struct {
+	Pages, Failures int           // requests made, and those that failed
+	PeakInFlight    int           // most pages in flight at once
+	Limit           int           // the controller's limit at the end
+	Took            time.Duration // from the first request to the last answer
 }
 
 // scanDone is a page read.
@@ -111,7 +121,10 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ctl := newScanControl(min(scanStartParallel, s.Max), s.Max, s.Timeout/4, s.now())
+	ctl := newScanControl(min(scanStartParallel, s.Max), s.Max, s.Timeout/2, s.now())
+	s.stats = ScanStats{}
+	began := s.now()
+	defer func() { s.stats.Limit, s.stats.Took = ctl.limit, s.now().Sub(began) }()
 	queue := append([]scanRange(nil), ranges...)
 	var later []scanRetry // failed ranges waiting for their pause to end
 	results := make(chan scanDone)
@@ -135,6 +148,8 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 				r := queue[len(queue)-1]
 				queue = queue[:len(queue)-1]
 				inFlight++
+				s.stats.Pages++
+				s.stats.PeakInFlight = max(s.stats.PeakInFlight, inFlight)
 				launched++
 				flying[launched] = r
 				go func(seq uint64) {
@@ -191,6 +206,7 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 				continue
 			}
 			ctl.failure(now)
+			s.stats.Failures++
 			rest := d.r
 			rest.From, rest.Fails, rest.Err = d.res.Last, d.r.Fails+1, d.res.Err
 			if rest.Fails >= maxScanFails {

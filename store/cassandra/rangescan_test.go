@@ -250,7 +250,7 @@ func TestScanControlBacksOffAndRecovers(t *testing.T) {
 			c.success(1000, 100*time.Millisecond, now)
 		}
 	}
-	c.success(1000, 2*time.Second, now) // a page slower than a quarter of the deadline
+	c.success(1000, 2*time.Second, now) // a page slower than half the deadline
 	if c.limit != 32 {
 		t.Fatalf("after a slow page the limit is %d, want 32", c.limit)
 	}

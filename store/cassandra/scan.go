@@ -65,6 +65,9 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		Stall:   c.cfg.ScanStall,
 	}
 	err = rs.Run(ctx, ranges)
+	c.mu.Lock()
+	c.lastScan = rs.stats
+	c.mu.Unlock()
 	var ce *callerError
 	if errors.As(err, &ce) {
 		return ce.err // the caller's own error, as it gave it
@@ -73,6 +76,13 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		return fmt.Errorf("scan dataset %q, %w", c.cfg.Dataset, err)
 	}
 	return nil
+}
+
+// LastScan describes the last Scan that ended.
+func (c *Store) LastScan() ScanStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastScan
 }
 
 // callerError carries the error of Scan's fn through the range scan, which ends at it.
