@@ -3,17 +3,24 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/google/uuid"
 )
 
 // curvePoint is one measurement of the latency-tolerance curve.
@@ -25,27 +32,35 @@ type curvePoint struct {
 	PerSecond float64 `json:"images_per_s"`
 	// DaemonCPUus is the cassfs daemon's CPU (user+system) per image read, in µs.
 	DaemonCPUus float64 `json:"daemon_cpu_us,omitempty"`
+	// DBCPUus is the database's CPU per image read (the local node's process), in µs.
+	DBCPUus float64 `json:"db_cpu_us,omitempty"`
+	// PeakInFlight is the most database requests the mount had in flight, sampled every
+	// 20 ms.
+	PeakInFlight int `json:"peak_in_flight,omitempty"`
 }
 
 // BenchmarkLatencyCurve is the latency-tolerance curve: images/s of one cold epoch over an
-// emulated link (Toxiproxy) of 0.1, 20, 75, 150 and 300 ms round trip, through a mount with
+// emulated link (Toxiproxy) of 0.1, 20, 50, 150 and 300 ms round trip, through a mount with
 // default flags only (the window sizes itself), for three readers — a Go reader (16
 // goroutines in file_list.txt order), DALI fn.readers.file (file_list, no decoding) and
 // torchvision ImageFolder + DataLoader(shuffle=True, 4 workers) — each on a fresh mount
 // with the page cache dropped and Cassandra warm, so everything crosses the link. In the
-// same run: the same files read from local disk by each reader, and by the Go reader over
-// sshfs through the same link (on a subset at long round trips: sshfs reads a file per
-// round trip or two). The daemon's CPU per image comes from /proc/PID/stat.
+// same run: the raw store client at 0.1 ms (16 reads at once), the baseline of every point;
+// the same files read from local disk by each reader; and by the Go reader over sshfs
+// through the same link (on a subset at long round trips: sshfs reads a file per round trip
+// or two). The daemon's and the database's CPU per image come from /proc/PID/stat, the
+// mount's requests in flight from its metrics (the most of samples 20 ms apart).
 //
 // CASSFS_CURVE_COUNT sets the dataset size (default 10,000), CASSFS_CURVE_RTTS the round
-// trips in ms (default 0.1,20,75,150,300), CASSFS_BENCH_CURVE a JSON file for the points
+// trips in ms (default 0.1,20,50,150,300), CASSFS_CURVE_READERS the readers (default
+// go,dali,torchvision), CASSFS_BENCH_CURVE a JSON file for the points
 // (bench/latency_curve.py tabulates and plots it).
 func BenchmarkLatencyCurve(b *testing.B) {
 	count := 10_000
 	if s := os.Getenv("CASSFS_CURVE_COUNT"); s != "" {
 		count = storetest.Must(strconv.Atoi(s))(b)
 	}
-	rtts := []float64{0.1, 20, 75, 150, 300}
+	rtts := []float64{0.1, 20, 50, 150, 300}
 	if s := os.Getenv("CASSFS_CURVE_RTTS"); s != "" {
 		rtts = nil
 		for _, f := range strings.Split(s, ",") {
@@ -68,7 +83,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			if p.DaemonCPUus > 0 {
 				b.ReportMetric(p.DaemonCPUus, name+"-daemon-cpu-us/image")
 			}
-			fmt.Fprintf(os.Stderr, "%-36s %6d images %8.0f images/s  daemon CPU %5.0f µs/image\n", name, p.Images, p.PerSecond, p.DaemonCPUus)
+			fmt.Fprintf(os.Stderr, "%-36s %6d images %8.0f images/s  daemon CPU %5.0f µs/image  database CPU %5.0f µs/image  in flight ≤ %d\n", name, p.Images, p.PerSecond, p.DaemonCPUus, p.DBCPUus, p.PeakInFlight)
 		}
 		// The epoch-0 order, for the local and sshfs baselines.
 		lines := func() []string {
@@ -85,6 +100,24 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			dropPageCache(b)
 			n, secs := readerRun(b, r.script, r.arg)
 			add(curvePoint{Reader: r.name, Path: "local-disk", Images: n, PerSecond: float64(n) / secs})
+		}
+
+		// The raw store client at 0.1 ms, the baseline of every cassfs point: as many reads
+		// at once as the Go reader has readers.
+		ids := make([]uuid.UUID, 0, count)
+		if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		dropPageCache(b)
+		warmStore(b, st)
+		db := nodePID(b)
+		db0 := processCPU(b, db)
+		rate := getAll(b, st, ids, readers)
+		add(curvePoint{Reader: "go", Path: "store-client", RTTms: 0.1, Images: len(ids), PerSecond: rate,
+			DBCPUus: float64((processCPU(b, db) - db0).Microseconds()) / float64(len(ids))})
+		readerSet := []string{"go", "dali", "torchvision"}
+		if s := os.Getenv("CASSFS_CURVE_READERS"); s != "" {
+			readerSet = strings.Split(s, ",")
 		}
 
 		ssh := startSSHD(b)
@@ -106,13 +139,14 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			sl.proxy.Stop()
 
 			ln := newLink(b, spec)
-			for _, r := range []string{"go", "dali", "torchvision"} {
+			for _, r := range readerSet {
 				// Default flags otherwise (metrics change nothing but what is shown).
 				m := startMount(b, ds, append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0")...)
 				murl := metricsURL(b, m)
 				dropPageCache(b)
 				warmStore(b, st)
-				cpu0 := processCPU(b, m.cmd.Process.Pid)
+				cpu0, db0 := processCPU(b, m.cmd.Process.Pid), processCPU(b, db)
+				peak := sampleMax(murl, "cassfs_requests_in_flight")
 				var n int
 				var secs float64
 				switch r {
@@ -130,9 +164,9 @@ func BenchmarkLatencyCurve(b *testing.B) {
 				case "torchvision":
 					n, secs = readerRun(b, "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
 				}
-				cpu := processCPU(b, m.cmd.Process.Pid) - cpu0
+				cpu, dbCPU := processCPU(b, m.cmd.Process.Pid)-cpu0, processCPU(b, db)-db0
 				add(curvePoint{Reader: r, Path: "cassfs", RTTms: rtt, Images: n, PerSecond: float64(n) / secs,
-					DaemonCPUus: float64(cpu.Microseconds()) / float64(n)})
+					DaemonCPUus: float64(cpu.Microseconds()) / float64(n), DBCPUus: float64(dbCPU.Microseconds()) / float64(n), PeakInFlight: peak()})
 				fmt.Fprintf(os.Stderr, "%-36s metrics: %s\n", r+"/"+spec.Name, metricsSummary(scrape(b, murl)))
 				m.stop(b)
 			}
@@ -145,6 +179,41 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			}
 		}
 	}
+}
+
+// sampleMax scrapes the gauge name from the metrics at url every 20 ms until the returned
+// function is called, which returns the largest value seen.
+func sampleMax(url, name string) func() int {
+	done := make(chan struct{})
+	result := make(chan int)
+	go func() {
+		peak := 0
+		for {
+			if resp, err := http.Get(url); err == nil { // a failed scrape is a sample missed
+				if body, err := io.ReadAll(resp.Body); err == nil {
+					peak = max(peak, int(sumMetric(string(body), name)))
+				}
+				resp.Body.Close()
+			}
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int { close(done); return <-result }
+}
+
+// nodePID is the local Cassandra node's process id (the one cassandra.sh started).
+func nodePID(b *testing.B) int {
+	out, err := exec.Command("./cassandra.sh", "status").Output()
+	m := regexp.MustCompile(`node 1: running \(pid (\d+)\)`).FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("no running node 1 (cassandra.sh status: %v): %s", err, out)
+	}
+	return storetest.Must(strconv.Atoi(string(m[1])))(b)
 }
 
 // readerRun runs a reader's timing script and returns the images it read and the seconds

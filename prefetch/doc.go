@@ -154,7 +154,9 @@
 // A stream's lock (stream.mu) may be held while taking Cache.mu (issuing a prefetch);
 // never the other way round: the cache calls the prefetcher back (arrivals) with no lock
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
-// another lock. Stream.Order is called with no lock of this package held. DiskTier.mu is
+// another lock. The controller's locks come between the two: a stream's lock may be held
+// while taking linkDelay.mu or Prefetcher.dmu (sizing the stream), and linkDelay.mu while
+// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf. Stream.Order is called with no lock of this package held. DiskTier.mu is
 // a leaf: nothing else is taken while it is held, and DiskTier.Holds takes no lock (it is
 // asked under Cache.mu). Prefetcher.Next, asked under Cache.mu when the cache evicts,
 // takes no lock either: it reads what the streams publish through atomics.

@@ -86,11 +86,7 @@ type rangeScan struct {
 	// row before it fails.
 	Max            int
 	Timeout, Stall time.Duration
-	// Observe, if set, is told the limit and the pages in flight after each change.
-	Observe func(limit, inFlight int)
-
-	now   func() time.Time // time.Now; tests may replace it
-	pause time.Duration    // the first pause before a retry (100ms; tests shorten it)
+	pause          time.Duration // the first pause before a retry (100ms; tests shorten it)
 
 	stats ScanStats // of the last Run, complete when it returns
 }
@@ -113,29 +109,26 @@ type scanDone struct {
 
 // Run reads ranges until every one is read, or the scan fails.
 func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
-	if s.now == nil {
-		s.now = time.Now
-	}
 	if s.pause == 0 {
 		s.pause = 100 * time.Millisecond
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ctl := newScanControl(min(scanStartParallel, s.Max), s.Max, s.Timeout/2, s.now())
+	ctl := newScanControl(min(scanStartParallel, s.Max), s.Max, s.Timeout/2, time.Now())
 	s.stats = ScanStats{}
-	began := s.now()
-	defer func() { s.stats.Limit, s.stats.Took = ctl.limit, s.now().Sub(began) }()
+	began := time.Now()
+	defer func() { s.stats.Limit, s.stats.Took = ctl.limit, time.Since(began) }()
 	queue := append([]scanRange(nil), ranges...)
 	var later []scanRetry // failed ranges waiting for their pause to end
 	results := make(chan scanDone)
 	inFlight := 0
 	flying := map[uint64]scanRange{} // the pages in flight, by launch
 	var launched uint64
-	lastRow := s.now()
+	lastRow := time.Now()
 	var failure error
 	for {
 		if failure == nil {
-			now := s.now()
+			now := time.Now()
 			for k := 0; k < len(later); {
 				if now.Before(later[k].due) {
 					k++
@@ -153,13 +146,10 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 				launched++
 				flying[launched] = r
 				go func(seq uint64) {
-					start := s.now()
+					start := time.Now()
 					res := s.Read(ctx, r)
-					results <- scanDone{seq, r, res, s.now().Sub(start)}
+					results <- scanDone{seq, r, res, time.Since(start)}
 				}(launched)
-			}
-			if s.Observe != nil {
-				s.Observe(ctl.limit, inFlight)
 			}
 		}
 		if inFlight == 0 && (failure != nil || len(queue) == 0 && len(later) == 0) {
@@ -177,7 +167,7 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 					next = l.due
 				}
 			}
-			timer = time.NewTimer(max(next.Sub(s.now()), time.Millisecond))
+			timer = time.NewTimer(max(time.Until(next), time.Millisecond))
 			wake = timer.C
 		}
 		select {
@@ -187,7 +177,7 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 			if failure != nil {
 				continue
 			}
-			now := s.now()
+			now := time.Now()
 			if d.res.Rows > 0 {
 				lastRow = now
 			}
@@ -224,7 +214,7 @@ func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 				later = append(later, scanRetry{p, now.Add(pause)})
 			}
 		case <-wake:
-			if now := s.now(); now.Sub(lastRow) >= s.Stall {
+			if now := time.Now(); now.Sub(lastRow) >= s.Stall {
 				failure = s.stalled(queue, later, flying)
 				cancel()
 			}
