@@ -50,6 +50,7 @@ func TestWindowFromRateAndLatency(t *testing.T) {
 	defer p.Close()
 	p.latency.add(clock.Now(), 300*time.Millisecond)
 	p.latency.add(clock.Now(), 100*time.Millisecond) // the smallest counts
+	p.latency.probed = true                          // the first probe comes early: not here
 	order := rotated(100_000)
 	// Each access comes with a prefetch arriving (which the never-ending fetches do not
 	// report): the prefetches keep up with the readers.
@@ -115,9 +116,23 @@ func TestLinkDelayProbe(t *testing.T) {
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	inFlight := 100
 	count := func() int { return inFlight }
+	// Below firstProbeBelow the first probe comes after firstProbe: a start's burst may
+	// have queued even its first fetches.
+	var short linkDelay
+	short.add(t0, 5*time.Millisecond)
+	if _, probe := short.control(at(firstProbe/2), count); probe != 0 {
+		t.Fatalf("a probe %v after the first fetch", firstProbe/2)
+	}
+	if _, probe := short.control(at(firstProbe), count); probe != probeCap {
+		t.Fatalf("no first probe after %v at 5 ms", firstProbe)
+	}
+	if d, probe := short.control(at(firstProbe+probeGiveUp), count); d != 5*time.Millisecond || probe != 0 {
+		t.Fatalf("the first probe, never drained: %v, cap %d; want 5ms kept and no cap", d, probe)
+	}
+	// Above it the first probe waits for probeEvery, as every later one does.
 	l.add(t0, 50*time.Millisecond)
-	if d, probe := l.control(at(time.Second), count); d != 50*time.Millisecond || probe != 0 {
-		t.Fatalf("control after one fetch: %v, cap %d; want 50ms, no probe", d, probe)
+	if d, probe := l.control(at(firstProbe), count); d != 50*time.Millisecond || probe != 0 {
+		t.Fatalf("control %v after one fetch of 50ms: %v, cap %d; want 50ms, no probe", firstProbe, d, probe)
 	}
 	// Queued fetches come back slower: the minimum stands (it is not forgotten by age).
 	for k := range 20 {

@@ -84,8 +84,9 @@
 //     queueing delay — the limit grows with the queue and the queue with the limit, up to
 //     MaxInFlight (measured: 1,024 prefetches in flight and a "latency" of 171 ms on a
 //     link of 0.1 ms, at twice the CPU per file). So the minimum is kept however old, and
-//     when no fetch has come back as fast for 10 s, a probe drains the queue, as BBR's
-//     ProbeRTT does: every stream's limit falls to 4 until the prefetches in flight are
+//     when no fetch has come back as fast for 10 s (1 s the first time: a stream starts
+//     with a burst of InitialWindow prefetches, whose first ones may already have queued),
+//     a probe drains the queue, as BBR's ProbeRTT does: every stream's limit falls to 4 until the prefetches in flight are
 //     down to 4, and the smallest latency of the next 4 prefetches issued after that is the
 //     new d (larger or smaller: a route that got longer is followed). What d still holds
 //     of a queue is the readers' own requests (a reader that outran the window waits on a
