@@ -37,6 +37,8 @@ const (
 	// idle, or a database so slow that no prefetch issued after the drain came back): the
 	// latency it had stands until the next one.
 	probeGiveUp = 2 * time.Second
+	// rateHorizon is how long a measured rate counts while readers go on at a lower one.
+	rateHorizon = time.Second
 	// rateHalfLife is how fast a rate measured before fades once readers slow down or stop.
 	rateHalfLife = time.Second
 	// minTick is the shortest interval a rate is measured over.
@@ -129,12 +131,13 @@ func (l *linkDelay) control(now time.Time, inFlight func() int) (time.Duration, 
 
 // rateMeter measures a stream's consumption in samples per second. A measurement covers a
 // tick of at least a round trip, the time a window's worth of fetches takes to show in the
-// rate: arrivals come in bursts, and a shorter tick would measure a burst. The rate is the highest tick of the last rateHorizon (kept as the highest of
-// its two halves, as BBR keeps its bottleneck bandwidth), so a higher rate counts at once,
-// one slow tick (readers waiting on a straggler) does not shrink the window, and a lower
-// rate that lasts (a database that slowed down, another client taking its share) is the
-// rate after at most rateHorizon: the limit then comes down with it. Once readers stop,
-// the last rate fades with rateHalfLife after two ticks without a measurement.
+// rate: arrivals come in bursts, and a shorter tick would measure a burst. The rate is the
+// highest tick of the last rateHorizon (kept as the highest of its two halves, as BBR keeps
+// its bottleneck bandwidth), so a higher rate counts at once, one slow tick (readers
+// waiting on a straggler) does not shrink the window, and a lower rate that lasts (a
+// database that slowed down, another client taking its share) is the rate after at most
+// rateHorizon: the limit then comes down with it. Once readers stop, the last rate fades
+// with rateHalfLife after two ticks without a measurement.
 type rateMeter struct {
 	cur, prev float64       // highest tick rate of the current and of the previous half-horizon
 	half      time.Time     // when the current half began
@@ -144,9 +147,6 @@ type rateMeter struct {
 	count     int           // accesses in the current tick
 	start     time.Time     // start of the current tick (zero: none yet)
 }
-
-// rateHorizon is how long a measured rate counts while readers go on at a lower one.
-const rateHorizon = time.Second
 
 func (m *rateMeter) rotate(now time.Time) {
 	h := rateHorizon / 2

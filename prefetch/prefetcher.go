@@ -309,15 +309,17 @@ func (p *Prefetcher) arrived(owner any, took time.Duration, ok bool) {
 	now := p.opts.Now()
 	if ok {
 		p.latency.add(now, took)
+	}
+	lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
+	if ok {
 		p.dmu.Lock()
-		p.delivered.add(now, p.latency.get())
+		p.delivered.add(now, lat)
 		p.dmu.Unlock()
 	}
 	if s, ok := owner.(*stream); ok {
 		s.mu.Lock()
 		// Sized again here too: a probe begins and ends between accesses, and readers
 		// waiting on a sample make none.
-		lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
 		p.sizeLocked(s, now, lat, probe)
 		needNext := p.pumpLocked(s)
 		s.mu.Unlock()

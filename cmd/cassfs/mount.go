@@ -112,8 +112,9 @@ in flight size themselves: twice what the readers' measured rate needs at the me
 fetch latency (so a LAN and a 300 ms link both need no tuning), within
 --prefetch-in-flight; the latency is the fastest fetch with the queue drained (every 10 s
 the prefetches in flight fall to 4 for a few round trips; after 1 s the first time on a
-fast link), so a busy database's queue is never taken for the link. The window reaches four times that ahead, within --prefetch
-samples and what the cache holds, and runs a little into the next epoch.
+fast link), so a busy database's queue is never taken for the link. The window reaches
+four times that ahead, within --prefetch samples and what the cache holds, and runs a
+little into the next epoch.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers

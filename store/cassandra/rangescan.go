@@ -261,12 +261,10 @@ type scanControl struct {
 	hold       int           // rounds to wait before trying one more again
 }
 
-func newScanControl(start, max int, slow time.Duration, now time.Time) *scanControl {
-	start = max1(min(start, max))
-	return &scanControl{limit: start, max: max1(max), slow: slow, growing: true, prev: start, start: now}
+func newScanControl(start, most int, slow time.Duration, now time.Time) *scanControl {
+	start = max(min(start, most), 1)
+	return &scanControl{limit: start, max: max(most, 1), slow: slow, growing: true, prev: start, start: now}
 }
-
-func max1(n int) int { return max(n, 1) }
 
 // success counts a page read in took with rows rows.
 func (c *scanControl) success(rows int, took time.Duration, now time.Time) {
@@ -311,7 +309,7 @@ func (c *scanControl) failure(now time.Time) {
 	if c.cut {
 		return
 	}
-	c.limit = max1(c.limit / 2)
+	c.limit = max(c.limit/2, 1)
 	c.prev, c.prevRate, c.hold = c.limit, 0, 2
 	c.start, c.done, c.rows, c.cut = now, 0, 0, true
 }
