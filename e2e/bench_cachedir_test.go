@@ -56,7 +56,7 @@ func BenchmarkCacheDir(b *testing.B) {
 		b.ReportMetric(count/t0.Seconds(), "epoch0-150ms-images/s")
 		fetched, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count")
 		// Cached epochs, against local disk, after dropping what drop says.
-		cached := func(drop func(*testing.B), tag string, first int) {
+		cached := func(drop func(testing.TB), tag string, first int) {
 			drop(b)
 			tl, _, _ := batchTimes(b, local, readers, batch)
 			localRate := count / tl.Seconds()

@@ -26,17 +26,17 @@ func readAll(b *testing.B, paths []string, p int) (filesPerSec, mbPerSec float64
 	return float64(len(paths)) / total.Seconds(), float64(nbytes) / 1e6 / total.Seconds()
 }
 
-func dropPageCache(b *testing.B) { dropCaches(b, "3") }
+func dropPageCache(b testing.TB) { dropCaches(b, "3") }
 
 // dropFileData drops the page cache only (drop_caches=1), keeping the kernel's dentries and
 // inodes: a training job's state between epochs of a dataset larger than memory, whose
 // file data is evicted by the data itself while the names, a few hundred bytes per file,
 // stay cached because every epoch looks them up again.
-func dropFileData(b *testing.B) { dropCaches(b, "1") }
+func dropFileData(b testing.TB) { dropCaches(b, "1") }
 
 // dropCaches writes what to /proc/sys/vm/drop_caches: "3" also drops dentries and inodes,
 // "1" file data only.
-func dropCaches(b *testing.B, what string) {
+func dropCaches(b testing.TB, what string) {
 	exec.Command("sync").Run()
 	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte(what), 0); err != nil {
 		b.Fatalf("drop the page cache for a cold local-disk baseline (needs root): %v", err)

@@ -160,7 +160,7 @@ func TestStatsCommand(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("stats: %s", r)
 	}
-	for _, want := range []string{"dataset " + d.name, "served    50 files", "prefetch  all: epoch 0 position 49", "errors    canceled 0, corrupt 0", "goroutines"} {
+	for _, want := range []string{"dataset " + d.name, "served    50 files", "prefetch  all: epoch 0 position 49", "errors    canceled 0, corrupt 0", "requests  50 files looked up; per file: lookup 1.", "pushed    ", "goroutines"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stats output lacks %q:\n%s", want, r.stdout)
 		}

@@ -37,6 +37,12 @@
 // sampleFile.Open for how modes are kept consistent). Where it does not, a READ of such a
 // sample is answered by splicing from the file (no copy through cassfs's memory).
 //
+// With pushing (MountOptions.Push, push.go), blobs are written into the page cache of
+// their inode ahead of their readers (FUSE_NOTIFY_STORE), once the kernel knows the inode:
+// a later epoch's file is then looked up and read with no other request reaching cassfs.
+// Pushing keeps OPEN unanswered, so it excludes passthrough. Requests that do reach
+// cassfs are counted by operation (requests.go: FS.RequestStats).
+//
 // # The read path
 //
 //	LOOKUP <class>/<pos>_<name>   fs: the class directory's node
@@ -90,7 +96,11 @@ type Config struct {
 	// OPEN stays unanswered as without a disk tier and each READ of one is answered by
 	// splicing from its file (Mount decides, see MountOptions.NoPassthrough).
 	Backing func(i uint32) (*os.File, bool)
-	Logger  *slog.Logger
+	// Looked, if set, is told of every lookup of sample i (in an epoch or by-uuid): its
+	// reader is about to read it, from the page cache if its bytes were pushed there
+	// (FS.Push), so no READ may come to say it was read.
+	Looked func(i uint32)
+	Logger *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -104,6 +114,7 @@ type FS struct {
 	totalBytes uint64 // sum of all samples' sizes, for statfs
 
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
+	lookups                     atomic.Int64 // lookups of samples' names (epochs, by-uuid)
 	passedThrough               atomic.Int64 // opens passed through to a backing file
 	fromFiles                   atomic.Int64 // READs answered from a backing file
 	// passthrough: OPEN is answered and samples with a backing file are passed through;
@@ -113,6 +124,14 @@ type FS struct {
 
 	openMu sync.Mutex
 	opens  map[uint32]*openMode // guarded by openMu: samples open now, and how (with Backing)
+
+	requests requestCounters             // requests that reached the daemon, by operation
+	server   atomic.Pointer[fuse.Server] // set by Mount; Push writes through it
+	// known has bit i set while the kernel knows sample i's inode (set at its lookup,
+	// cleared when the kernel forgets it), knownTargets the same for targets: pushing into
+	// an inode the kernel does not know is refused (ENOENT), so it is not tried.
+	known, knownTargets bitset
+	push                pushCounters
 }
 
 // ServeStats counts what readers were served.
@@ -126,11 +145,14 @@ type ServeStats struct {
 	// FromFiles counts READs answered from a backing file where opens are not passed
 	// through (included in Reads).
 	FromFiles int64
+	// Lookups counts lookups of samples' names: one per file a reader opens (the kernel
+	// caches the name after), whether its bytes then come from cassfs or the page cache.
+	Lookups int64
 }
 
 // Stats returns what readers were served so far.
 func (f *FS) Stats() ServeStats {
-	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load()}
+	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load(), Lookups: f.lookups.Load()}
 }
 
 // served counts a READ answered with bytes off..end of a file.
@@ -159,7 +181,8 @@ func New(cfg Config) *FS {
 		cfg.Logger = slog.Default()
 	}
 	ix := cfg.Views.Index()
-	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{}}
+	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{},
+		known: newBitset(ix.Len()), knownTargets: newBitset(ix.Len())}
 	f.passthrough.Store(cfg.Backing != nil) // until Mount finds otherwise
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
@@ -186,6 +209,11 @@ func (f *FS) sampleAttr(i uint32, a *fuse.Attr) {
 // sampleNode returns the (shared) inode of sample i under parent.
 func (f *FS) sampleNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.sampleAttr(i, &out.Attr)
+	f.lookups.Add(1)
+	f.known.set(i, true)
+	if f.cfg.Looked != nil {
+		f.cfg.Looked(i)
+	}
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(i)})
 }
 
@@ -201,6 +229,7 @@ func (f *FS) targetAttr(i uint32, a *fuse.Attr) {
 // targetNode returns the (shared) inode of sample i's target under parent.
 func (f *FS) targetNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.targetAttr(i, &out.Attr)
+	f.knownTargets.set(i, true)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i, target: true}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(i)})
 }
 

@@ -28,6 +28,10 @@ type MountOptions struct {
 	// NoPassthrough serves samples with a backing file (Config.Backing) by READs spliced
 	// from it even where the kernel could pass their opens through (to compare the two).
 	NoPassthrough bool
+	// Push: blobs are pushed into the kernel's page cache ahead of their readers (FS.Push),
+	// which needs OPEN answered ENOSYS, so samples with a backing file are never passed
+	// through but spliced where a READ still comes.
+	Push bool
 }
 
 // Mount mounts f at dir and serves it in the background. Unmount the returned server to
@@ -40,6 +44,9 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	// misses for as long as it likes.
 	long := 24 * time.Hour
 	opts := &gofs.Options{
+		// A node's FUSE id is its inode number, so FS.Push addresses a sample's inode
+		// without holding its go-fuse node; every inode number is unique (fs.go).
+		ExternalNodeID:  true,
 		EntryTimeout:    &long,
 		AttrTimeout:     &long,
 		NegativeTimeout: &long,
@@ -81,10 +88,12 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	// own mount (tests: call the server's WaitMount first); other processes' POLLs are
 	// answered ENOSYS like any request. NewServer has already answered INIT (go-fuse
 	// v2.12: handleInit), so the kernel settings are known below.
-	server, err := fuse.NewServer(gofs.NewNodeFS(f.Root(), opts), dir, &opts.MountOptions)
+	raw := countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), c: &f.requests}
+	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w", dir, err)
 	}
+	f.server.Store(server)
 	go server.Serve()
 	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
 	// sends none again, so the choice holds for the mount's life.
@@ -93,6 +102,8 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 		switch {
 		case f.ix.HasTargets():
 			why = "samples have targets: a file holds the sample and its target"
+		case o.Push:
+			why = "files are pushed into the page cache, which needs OPEN unanswered"
 		case o.NoPassthrough:
 			why = "asked for"
 		default:

@@ -35,12 +35,20 @@ type CacheOptions struct {
 	// Local, if set, reports samples readers get from a local file without this cache (the
 	// disk tier, passed through or spliced by package fs): Prefetch leaves them alone.
 	Local func(i uint32) bool
+	// Push, if set, is handed each prefetched blob as it arrives (not one a reader waits
+	// for: its READ is on its way) and reports whether the blob is now where its reader
+	// reads it without asking the cache (the kernel's page cache, package fs). Such a blob
+	// counts as read once its reader looks it up (Looked): no Get may come to say so, and
+	// a fresh blob never read would hold back prefetching. It stays cached, first in line
+	// for eviction, for a READ that still comes (pages the kernel reclaimed).
+	Push func(i uint32, data []byte) bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
 // concurrent use.
 type Cache struct {
 	local    func(i uint32) bool // nil: none
+	push     func(i uint32, data []byte) bool
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -60,6 +68,7 @@ type Cache struct {
 	reserved   int64                                        // guarded by mu; expected bytes of prefetches in flight
 	onArrive   func(owner any, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch ends
 	present    []atomic.Uint64                              // bit i: sample i is cached; written under mu, read without it
+	pushed     map[uint32]struct{}                          // guarded by mu; fresh blobs handed to push, not looked up since
 
 	stats cacheCounters
 }
@@ -112,6 +121,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
+		push: opts.Push, pushed: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
@@ -148,6 +158,7 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 		c.fresh.Remove(i)
 		c.freshBytes -= int64(len(data))
 		c.used.add(i, data)
+		delete(c.pushed, i)
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
@@ -207,6 +218,13 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
+		if c.push != nil && c.ctx.Err() == nil {
+			// Its pages may be gone from the kernel's cache since it was read: push it
+			// again, off the caller's lock (a push is a system call and a copy).
+			c.pushed[i] = struct{}{}
+			c.wg.Add(1)
+			go c.pushHeld(i, data)
+		}
 		return true
 	}
 	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
@@ -267,11 +285,31 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 		// A blob someone waits for is consumed now; a prefetched one waits for its reader.
 		c.insertLocked(i, data, !cl.demanded)
 	}
+	push := err == nil && !cl.demanded && c.push != nil && c.fresh.Contains(i)
+	if push {
+		c.pushed[i] = struct{}{}
+	}
 	onArrive := c.onArrive
 	c.mu.Unlock()
 	close(cl.done)
+	if push && !c.push(i, data) {
+		c.mu.Lock()
+		delete(c.pushed, i) // its reader's READ will come: it stays fresh until then
+		c.mu.Unlock()
+	}
 	if prefetch && onArrive != nil {
 		onArrive(cl.owner, took, err == nil)
+	}
+}
+
+// pushHeld pushes a blob the cache holds (see Prefetch); a failed push leaves it fresh
+// until its READ.
+func (c *Cache) pushHeld(i uint32, data []byte) {
+	defer c.wg.Done()
+	if !c.push(i, data) {
+		c.mu.Lock()
+		delete(c.pushed, i)
+		c.mu.Unlock()
 	}
 }
 
@@ -293,6 +331,7 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 				break
 			}
 			c.freshBytes -= int64(len(old))
+			delete(c.pushed, j)
 		}
 		c.bytes -= int64(len(old))
 		c.mark(j, false)
@@ -319,6 +358,7 @@ func (c *Cache) Drop(i uint32) {
 		c.fresh.Remove(i)
 		c.freshBytes -= int64(len(data))
 		c.bytes -= int64(len(data))
+		delete(c.pushed, i)
 	} else if data, ok := c.used.peek(i); ok {
 		c.used.remove(i)
 		c.bytes -= int64(len(data))
@@ -326,6 +366,23 @@ func (c *Cache) Drop(i uint32) {
 		return
 	}
 	c.mark(i, false)
+}
+
+// Looked tells the cache that sample i's reader looked it up: a blob pushed to where the
+// reader reads it (CacheOptions.Push) counts as read from now on. Other blobs wait for
+// their READ.
+func (c *Cache) Looked(i uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.pushed[i]; !ok {
+		return
+	}
+	delete(c.pushed, i)
+	if data, ok := c.fresh.Peek(i); ok {
+		c.fresh.Remove(i)
+		c.freshBytes -= int64(len(data))
+		c.used.add(i, data)
+	}
 }
 
 // Has reports whether sample i's blob is in memory (fetched, not evicted). With
@@ -393,6 +450,11 @@ func (c *Cache) checkInvariants() error {
 		}
 		if c.inflight[i] != nil {
 			return fmt.Errorf("sample %d is cached and in flight", i)
+		}
+	}
+	for i := range c.pushed {
+		if !c.fresh.Contains(i) {
+			return fmt.Errorf("sample %d is marked pushed but is not fresh", i)
 		}
 	}
 	for _, i := range c.used.keys() {

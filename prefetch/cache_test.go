@@ -290,3 +290,72 @@ func TestCacheDrop(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A prefetched blob is handed to Push as it arrives; one pushed counts as read once its
+// reader looks it up (no READ may come), so it stops holding back prefetching, and stays
+// cached for a READ that still comes; held and wanted again, it is pushed again. A blob whose push failed stays fresh until read; a
+// demand read is never pushed (its READ is on its way).
+func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
+	var mu sync.Mutex
+	pushed := map[uint32]int{}
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		return blobOf(i, 1000), nil
+	}, CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(data) != 1000 || data[0] != byte(i) {
+			t.Errorf("push of sample %d handed %d bytes of %d", i, len(data), data[0])
+		}
+		pushed[i]++
+		return i != 2 // sample 2: the kernel does not know its inode
+	}})
+	defer c.Close()
+	for i := range uint32(3) {
+		c.Prefetch(i, 1000, 10, 0, nil)
+	}
+	waitFor(t, "three prefetches to arrive", func() bool { return c.Stats().Entries == 3 && c.Stats().InFlight == 0 })
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	if len(pushed) != 3 || pushed[0] != 1 || pushed[1] != 1 || pushed[2] != 1 {
+		t.Errorf("pushes %v, want each prefetched sample pushed once", pushed)
+	}
+	mu.Unlock()
+	if fb := c.Stats().FreshBytes; fb != 3000 {
+		t.Fatalf("fresh bytes %d before any lookup, want 3000", fb)
+	}
+	c.Looked(0)
+	c.Looked(2) // not pushed: still waits for its READ
+	c.Looked(7) // not cached at all
+	if fb := c.Stats().FreshBytes; fb != 2000 {
+		t.Errorf("fresh bytes %d after the lookup of pushed sample 0, want 2000 (only it counts as read)", fb)
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	// A READ that still comes (pages reclaimed) is served from memory.
+	hits := c.Stats().Hits
+	for _, i := range []uint32{0, 2} {
+		if data, err := c.Get(context.Background(), i); err != nil || len(data) != 1000 || data[0] != byte(i) {
+			t.Errorf("Get(%d) after its lookup: %d bytes, %v", i, len(data), err)
+		}
+	}
+	if c.Stats().Hits != hits+2 || c.Stats().Misses != 0 {
+		t.Errorf("stats %+v: want both Gets served from memory", c.Stats())
+	}
+	// Read, then wanted again (a later epoch): its pages may be gone, so it is pushed again.
+	c.Prefetch(0, 1000, 10, 0, nil)
+	waitFor(t, "sample 0 pushed again", func() bool { mu.Lock(); defer mu.Unlock(); return pushed[0] == 2 })
+	if _, err := c.Get(context.Background(), 9); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if pushed[9] != 0 {
+		t.Errorf("a demand read was pushed")
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}

@@ -71,7 +71,39 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 			func() float64 { return float64(f.Stats().FromFiles) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_fetch_hedges_total", Help: "Blob reads sent a second time after --speculative-after."},
 			func() float64 { return float64(hedges()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_sample_lookups_total", Help: "Lookups of samples' names: one per file a reader opens, whether its bytes come from cassfs or from the page cache."},
+			func() float64 { return float64(f.Stats().Lookups) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_pushed_bytes_total", Help: "Bytes written into the kernel's page cache ahead of readers (--push)."},
+			func() float64 { return float64(f.PushStats().Bytes) }),
+		&requestsCollector{f: f},
 	)
+	for _, r := range []struct {
+		result string
+		v      func(cfs.PushStats) int64
+	}{
+		{"pushed", func(s cfs.PushStats) int64 { return s.Pushed }},
+		{"unknown", func(s cfs.PushStats) int64 { return s.Unknown }},
+		{"failed", func(s cfs.PushStats) int64 { return s.Failed }},
+	} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "cassfs_page_cache_pushes_total", ConstLabels: prometheus.Labels{"result": r.result},
+			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, or forgotten); failed (refused by the kernel).",
+		}, func() float64 { return float64(r.v(f.PushStats())) }))
+	}
+}
+
+// requestsCollector exports the FUSE requests that reached the daemon, by operation.
+type requestsCollector struct{ f *cfs.FS }
+
+var descRequests = prometheus.NewDesc("cassfs_fuse_requests_total", "FUSE requests that reached the daemon, by operation (what reading a file costs in round trips through cassfs).", []string{"op"}, nil)
+
+func (c *requestsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descRequests }
+
+func (c *requestsCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.f.RequestStats()
+	for _, op := range cfs.Ops {
+		ch <- prometheus.MustNewConstMetric(descRequests, prometheus.CounterValue, float64(n[op]), op)
+	}
 }
 
 // watch adds the cache's and the prefetcher's (nil: none) counters.

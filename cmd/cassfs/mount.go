@@ -59,6 +59,7 @@ type mountFlags struct {
 	splits        string
 	shard         string
 	shardPad      bool
+	push          bool
 	speculative   time.Duration
 	daemon        bool
 	logFile       string
@@ -116,6 +117,12 @@ fast link), so a busy database's queue is never taken for the link. The window r
 four times that ahead, within --prefetch samples and what the cache holds, and runs a
 little into the next epoch.
 
+With --push (the default), each prefetched file whose inode the kernel already knows (a
+sample is one inode in every epoch, so from its first read on) is written into the
+kernel's page cache as it arrives: its reader then opens and reads it with no request to
+cassfs beyond the lookup of its name. Pushed pages are ordinary page cache, which the
+kernel may reclaim; a read of one that was reclaimed is served as without pushing.
+
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
 that shuffle on their own (torchvision's DataLoader) read what was prefetched; every
@@ -167,6 +174,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
+	fl.BoolVar(&f.push, "push", true, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
 
@@ -218,6 +226,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		AllowOther:    f.allowOther,
 		MaxBackground: f.maxBackground,
 		Debug:         f.debugFUSE,
+		Push:          f.push && f.prefetch > 0,
 	})
 	if err != nil {
 		return err
@@ -370,7 +379,13 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		fetch = m.disk.Fetch(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
-	if m.disk != nil {
+	var fsys *cfs.FS // made below, once the cache is; pushes start after the mount
+	switch {
+	case f.push && f.prefetch > 0:
+		// Prefetched blobs, from the database or the disk tier alike, go into the page
+		// cache ahead of their readers.
+		co.Push = func(i uint32, data []byte) bool { return fsys.Push(i, data) }
+	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
 	}
@@ -398,6 +413,9 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	}
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
+	if co.Push != nil {
+		fc.Looked = m.cache.Looked
+	}
 	if m.disk != nil {
 		fc.Backing = func(i uint32) (*os.File, bool) {
 			f, ok := m.disk.Backing(i)
@@ -408,6 +426,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		}
 	}
 	m.fs = cfs.New(fc)
+	fsys = m.fs
 	hedges := func() int64 { return 0 }
 	if h, ok := st.(store.Hedger); ok {
 		hedges = h.Hedges

@@ -166,7 +166,7 @@ func printStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 		up = time.Since(time.Unix(int64(st), 0)).Round(time.Second)
 	}
 	fmt.Fprintf(&w, "cassfs at %s: dataset %s, %s samples, up %v\n", dir, dataset, humanize.Comma(int64(f.value("cassfs_samples"))), up)
-	fmt.Fprintf(&w, "  served    %s files, %s (now %.0f files/s, %s/s)\n",
+	fmt.Fprintf(&w, "  served    %s files, %s by READs (now %.0f files/s, %s/s)\n",
 		humanize.Comma(int64(f.value("cassfs_files_read_total"))), humanize.IBytes(uint64(f.value("cassfs_read_bytes_total"))),
 		rate("cassfs_files_read_total"), humanize.IBytes(uint64(max(0, rate("cassfs_read_bytes_total")))))
 	fmt.Fprintf(&w, "  cache     %s cached, %s of it not read yet; hits %s, misses %s, waits %s, evictions %s\n",
@@ -233,6 +233,37 @@ func printStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 			humanize.IBytes(uint64(f.value("cassfs_disk_cache_bytes"))), humanize.Comma(int64(f.value("cassfs_disk_cache_entries"))),
 			humanize.Comma(int64(hits)), humanize.Comma(int64(misses)), 100*hits/max(hits+misses, 1),
 			humanize.Comma(int64(f.value("cassfs_disk_cache_evictions_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_corrupt_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_write_errors_total"))))
+	}
+	// Requests per file: a reader opening a file looks its name up once, so requests per
+	// sample lookup are what a file costs in round trips through the daemon (a file read
+	// from the page cache, pushed or kept from an earlier read, costs no READ).
+	if fam := f.fams["cassfs_fuse_requests_total"]; fam != nil {
+		ops := map[string]float64{}
+		for _, m := range fam.Metric {
+			ops[label(m, "op")] = metricNumber(m)
+		}
+		files := f.value("cassfs_sample_lookups_total")
+		var per []string
+		for _, op := range []string{"lookup", "read", "getattr", "open", "release", "flush"} {
+			v := "-"
+			if files > 0 {
+				v = fmt.Sprintf("%.2f", ops[op]/files)
+			}
+			per = append(per, op+" "+v)
+		}
+		fmt.Fprintf(&w, "  requests  %s files looked up; per file: %s\n", humanize.Comma(int64(files)), strings.Join(per, ", "))
+	} else {
+		before.missing = append(before.missing, "cassfs_fuse_requests_total")
+	}
+	if fam := f.fams["cassfs_page_cache_pushes_total"]; fam != nil {
+		res := map[string]float64{}
+		for _, m := range fam.Metric {
+			res[label(m, "result")] = metricNumber(m)
+		}
+		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s not known to the kernel yet, %s refused\n",
+			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])))
+	} else {
+		before.missing = append(before.missing, "cassfs_page_cache_pushes_total")
 	}
 	fmt.Fprintf(&w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
 		humanize.IBytes(uint64(f.value("process_resident_memory_bytes"))), humanize.IBytes(uint64(f.value("go_memstats_heap_alloc_bytes"))), f.value("go_goroutines"))

@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// readEpochGo reads an epoch directory in file_list order with p goroutines and matches
+// each file's content to the source files.
+func readEpochGo(t testing.TB, d *srcDataset, root string, p int) []readSample {
+	t.Helper()
+	paths, labels := fileList(t, root)
+	items := make([]readSample, len(paths))
+	parallel(t, p, len(paths), func(k int) error {
+		data, err := os.ReadFile(filepath.Join(root, paths[k]))
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		label, err := strconv.Atoi(labels[k])
+		if err != nil {
+			return fmt.Errorf("file_list label %q: %v", labels[k], err)
+		}
+		items[k] = readSample{d.byHash[hex.EncodeToString(sum[:])], label}
+		return nil
+	})
+	return items
+}
+
+// TestPushedEpochsSendNoReads: once a sample's inode is known (its first epoch), the mount
+// pushes its later arrivals into the page cache ahead of the readers, so reading a later
+// epoch whose file data the kernel dropped sends no READ, OPEN, RELEASE, FLUSH or GETATTR:
+// only one LOOKUP per file, counted by cassfs_fuse_requests_total (without pushing: 0.63
+// READs per file here). Every sample is still read exactly once per epoch with its label
+// and the source's bytes, also when the page cache is dropped in the middle of an epoch.
+func TestPushedEpochsSendNoReads(t *testing.T) {
+	d := sharedDataset(t)
+	// A window of 64: the default one covers this small dataset's whole epoch and the
+	// next epoch's start from an epoch's first lookup, so the drop halfway through epoch 1
+	// would also drop what was pushed for epoch 2, which a dataset larger than the window
+	// pushes only after.
+	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--prefetch", "64")
+	url := metricsURL(t, m)
+	epoch := func(n int) string { return filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", n)) }
+	expectEachOnce(t, d, "epoch 0", readEpochGo(t, d, epoch(0), 4))
+
+	requests := func() map[string]float64 {
+		body := scrape(t, url)
+		r := map[string]float64{}
+		for _, op := range []string{"lookup", "read", "open", "release", "flush", "getattr"} {
+			v, ok := metricValue(body, `cassfs_fuse_requests_total\{op="`+op+`"\}`)
+			if !ok {
+				t.Fatalf("no cassfs_fuse_requests_total for %s in the mount's metrics", op)
+			}
+			r[op] = v
+		}
+		r["files"], _ = metricValue(body, "cassfs_sample_lookups_total")
+		return r
+	}
+	// Epoch 1 with the file data dropped halfway: the samples read before the drop lose
+	// their pages (as under memory pressure, with the names still cached), and what was
+	// pushed and not yet read is gone too; its READs are answered as without pushing.
+	root := epoch(1)
+	paths, labels := fileList(t, root)
+	var items []readSample
+	for k, p := range paths {
+		if k == len(paths)/2 {
+			dropFileData(t)
+		}
+		data, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		label, err := strconv.Atoi(labels[k])
+		if err != nil {
+			t.Fatalf("file_list label %q: %v", labels[k], err)
+		}
+		items = append(items, readSample{d.byHash[hex.EncodeToString(sum[:])], label})
+	}
+	expectEachOnce(t, d, "epoch 1, the page cache dropped halfway", items)
+
+	// Epoch 2: about half its samples lost their pages in epoch 1 and were pushed again
+	// ahead of the readers (without pushing, ~0.6 READs per file).
+	before := requests()
+	expectEachOnce(t, d, "epoch 2", readEpochGo(t, d, epoch(2), 4))
+	after := requests()
+	files := after["files"] - before["files"]
+	per := func(op string) float64 { return (after[op] - before[op]) / files }
+	body := scrape(t, url)
+	if pushed, _ := metricValue(body, `cassfs_page_cache_pushes_total\{result="pushed"\}`); pushed < sharedCount {
+		t.Errorf("%v files pushed into the page cache in epochs 1 and 2, want at least %d", pushed, sharedCount)
+	}
+	if failed, ok := metricValue(body, `cassfs_page_cache_pushes_total\{result="failed"\}`); !ok || failed != 0 {
+		t.Errorf("%v pushes refused by the kernel (reported: %v)", failed, ok)
+	}
+	t.Logf("epoch 2, per file: lookup %.3f, read %.3f, open %.3f, release %.3f, flush %.3f, getattr %.3f",
+		per("lookup"), per("read"), per("open"), per("release"), per("flush"), per("getattr"))
+	if files != sharedCount {
+		t.Errorf("%v sample lookups for an epoch of %d files", files, sharedCount)
+	}
+	// Beside one per file: the epoch directory, its class directories and file_list.txt.
+	if dirs := after["lookup"] - before["lookup"] - files; dirs > float64(len(d.ix.Labels())+2) {
+		t.Errorf("epoch 2: %.3f LOOKUPs per file (%v beside the files' own), want one", per("lookup"), dirs)
+	}
+	if others := per("read") + per("open") + per("release") + per("flush") + per("getattr"); others > 0.05 {
+		t.Errorf("epoch 2: READ+OPEN+RELEASE+FLUSH+GETATTR %.3f per file, want at most 0.05; %s", others, m.log())
+	}
+}

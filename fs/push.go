@@ -1,0 +1,104 @@
+package fs
+
+import (
+	"sync/atomic"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// # Pushing into the page cache
+//
+// OPEN and FLUSH are answered ENOSYS, so the kernel keeps a file's page cache across
+// opens and sends neither OPEN nor RELEASE (fc->no_open, fs/fuse/file.c): a sample whose
+// pages are cached is opened, read and closed by a reader with no request reaching cassfs.
+// Push fills those pages before the reader asks: it writes a blob into its inode's page
+// cache with FUSE_NOTIFY_STORE (fuse_notify_store, fs/fuse/dev.c), which the kernel accepts
+// only for an inode it knows (ENOENT otherwise). A sample is one inode in every epoch and in
+// by-uuid, so once any of its names was looked up, every later arrival of it can be pushed.
+// The mount uses go-fuse's ExternalNodeID, so an inode's FUSE node id is its inode number
+// and Push needs no go-fuse node to address it.
+//
+// Pushed pages are the kernel's: it may reclaim them like any file data, and a READ then
+// reaches cassfs, which answers it as it would without pushing.
+
+// PushStats counts pushes into the kernel's page cache.
+type PushStats struct {
+	Pushed  int64 // blobs written into the page cache of their inode
+	Bytes   int64 // bytes of them
+	Unknown int64 // not tried: the kernel did not know the inode (never looked up, or forgotten)
+	Failed  int64 // refused by the kernel (an inode forgotten meanwhile, memory)
+}
+
+type pushCounters struct {
+	pushed, bytes, unknown, failed atomic.Int64
+}
+
+// PushStats returns the pushes so far.
+func (f *FS) PushStats() PushStats {
+	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load()}
+}
+
+// Push writes sample i's bytes as the cache holds them (its blob, then its target's with
+// targets) into the kernel's page cache of its inode, and of its target's, so that a reader
+// reads them with no request to cassfs. It reports whether the sample's blob is there now.
+// A push the kernel cannot take costs one system call and is counted; the sample is then
+// served by READs as without pushing. data is not kept.
+func (f *FS) Push(i uint32, data []byte) bool {
+	s := f.server.Load()
+	if s == nil || !f.known.get(i) {
+		f.push.unknown.Add(1)
+		return false
+	}
+	n := f.ix.Size(i)
+	if int64(len(data)) < n {
+		f.push.failed.Add(1)
+		return false
+	}
+	if st := s.InodeNotifyStoreCache(firstSampleIno+uint64(i), 0, data[:n]); st != fuse.OK {
+		if st == fuse.ENOENT {
+			f.known.set(i, false) // forgotten, and the forget not yet seen: no more tries
+		}
+		f.push.failed.Add(1)
+		return false
+	}
+	f.push.pushed.Add(1)
+	f.push.bytes.Add(n)
+	if f.ix.HasTargets() && f.knownTargets.get(i) {
+		if st := s.InodeNotifyStoreCache(firstTargetIno+uint64(i), 0, data[n:]); st == fuse.ENOENT {
+			f.knownTargets.set(i, false)
+		}
+	}
+	return true
+}
+
+// OnForget implements gofs.NodeOnForgetter: the kernel dropped the sample's inode, so its
+// page cache is gone and a push would be refused until the next lookup. A forget that
+// races with a new lookup of the same sample may leave the bit clear while the kernel knows
+// the inode again: its pushes are then skipped, and its READs served as without pushing.
+func (s *sampleFile) OnForget() {
+	if s.target {
+		s.fs.knownTargets.set(s.i, false)
+		return
+	}
+	s.fs.known.set(s.i, false)
+}
+
+// bitset is a fixed-size set of sample indices, safe for concurrent use.
+type bitset []atomic.Uint64
+
+func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
+
+func (b bitset) get(i uint32) bool {
+	return int(i/64) < len(b) && b[i/64].Load()&(1<<(i%64)) != 0
+}
+
+func (b bitset) set(i uint32, on bool) {
+	if int(i/64) >= len(b) {
+		return
+	}
+	if on {
+		b[i/64].Or(1 << (i % 64))
+	} else {
+		b[i/64].And(^uint64(1 << (i % 64)))
+	}
+}
