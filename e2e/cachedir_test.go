@@ -19,7 +19,8 @@ import (
 // nothing); a mount with it reads epoch 0 without one database fetch, every byte right; a
 // second mount of the dataset with the directory, and cache clear while it is mounted, are
 // refused with clear errors; after a flipped byte in a cache file a remount fetches that
-// file again (one fetch, counted as corrupt), never serving it; cache show reports the
+// file again (one fetch, counted as corrupt), never serving it, with pushing as without;
+// cache show reports the
 // files and the mounts' hits; cache clear removes them.
 func TestCacheDir(t *testing.T) {
 	d := sharedDataset(t)
@@ -55,7 +56,9 @@ func TestCacheDir(t *testing.T) {
 		t.Errorf("cache warm again: %s", r)
 	}
 
-	m := startMount(t, d.name, args...)
+	// Without pushing, opens of cache files are passed through; the remount below pushes
+	// (the default).
+	m := startMount(t, d.name, append(args, "--push=false")...)
 	url := metricsURL(t, m)
 	readEpoch(m)
 	if n := fetches(url); n != 0 {
