@@ -42,11 +42,11 @@ func readEpochGo(t testing.TB, d *srcDataset, root string, p int) []readSample {
 // and the source's bytes, also when the page cache is dropped in the middle of an epoch.
 func TestPushedEpochsSendNoReads(t *testing.T) {
 	d := sharedDataset(t)
-	// A window of 64: the default one covers this small dataset's whole epoch and the
-	// next epoch's start from an epoch's first lookup, so the drop halfway through epoch 1
-	// would also drop what was pushed for epoch 2, which a dataset larger than the window
-	// pushes only after.
-	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--prefetch", "64")
+	// A window of 64, and names looked up 64 ahead: by default both cover this small
+	// dataset's whole epoch from its first lookups, so the drop halfway through epoch 1 would
+	// also drop what was pushed for the rest of it and for epoch 2, which a dataset larger
+	// than the window pushes only after.
+	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--prefetch", "64", "--look-ahead", "64")
 	url := metricsURL(t, m)
 	epoch := func(n int) string { return filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", n)) }
 	expectEachOnce(t, d, "epoch 0", readEpochGo(t, d, epoch(0), 4))

@@ -100,7 +100,14 @@ type Config struct {
 	// reader is about to read it, from the page cache if its bytes were pushed there
 	// (FS.Push), so no READ may come to say it was read.
 	Looked func(i uint32)
-	Logger *slog.Logger
+	// Held reports whether sample i's blob is at hand to push (the cache has it): names
+	// are looked up ahead of the readers (StartLookahead) only over held samples.
+	Held func(i uint32) bool
+	// LookedAhead is told when a name of sample i was looked up ahead of its reader: the
+	// kernel knows the inode now, so its blob can be pushed (and counts as read: the
+	// reader's open and read will not reach cassfs).
+	LookedAhead func(i uint32)
+	Logger      *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -132,6 +139,7 @@ type FS struct {
 	// an inode the kernel does not know is refused (ENOENT), so it is not tried.
 	known, knownTargets bitset
 	push                pushCounters
+	ahead               atomic.Pointer[lookahead] // set by StartLookahead
 }
 
 // ServeStats counts what readers were served.
@@ -146,7 +154,8 @@ type ServeStats struct {
 	// through (included in Reads).
 	FromFiles int64
 	// Lookups counts lookups of samples' names: one per file a reader opens (the kernel
-	// caches the name after), whether its bytes then come from cassfs or the page cache.
+	// caches the name after; a name looked up ahead of its reader counts once, for it),
+	// whether its bytes then come from cassfs or the page cache.
 	Lookups int64
 }
 
@@ -209,11 +218,17 @@ func (f *FS) sampleAttr(i uint32, a *fuse.Attr) {
 // sampleNode returns the (shared) inode of sample i under parent.
 func (f *FS) sampleNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.sampleAttr(i, &out.Attr)
-	f.lookups.Add(1)
-	f.known.set(i, true)
 	if f.cfg.Looked != nil {
 		f.cfg.Looked(i)
 	}
+	return f.sampleInode(ctx, parent, i)
+}
+
+// sampleInode returns the (shared) inode of sample i under parent, counted as a lookup;
+// sampleNode also tells Config.Looked, which a name looked up ahead of its reader does not.
+func (f *FS) sampleInode(ctx context.Context, parent *gofs.Inode, i uint32) *gofs.Inode {
+	f.lookups.Add(1)
+	f.known.set(i, true)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(i)})
 }
 

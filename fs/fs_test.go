@@ -92,6 +92,9 @@ type mountOpts struct {
 	// noPassthrough: MountOptions.NoPassthrough; fsys, if set, receives the filesystem.
 	noPassthrough bool
 	fsys          **cfs.FS
+	// config, if set, adjusts the filesystem's configuration; push: MountOptions.Push.
+	config func(*cfs.Config)
+	push   bool
 }
 
 // mount serves the fixture at a new directory until the test ends.
@@ -119,11 +122,15 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.prefetcher != nil {
 		vc.Progress = o.prefetcher
 	}
-	fsys := cfs.New(cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing})
+	fc := cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing}
+	if o.config != nil {
+		o.config(&fc)
+	}
+	fsys := cfs.New(fc)
 	if o.fsys != nil {
 		*o.fsys = fsys
 	}
-	server := mountSelf(t, dir, fsys, cfs.MountOptions{FsName: "cassfs:test", NoPassthrough: o.noPassthrough})
+	server := mountSelf(t, dir, fsys, cfs.MountOptions{FsName: "cassfs:test", NoPassthrough: o.noPassthrough, Push: o.push})
 	t.Cleanup(func() {
 		if err := server.Unmount(); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)

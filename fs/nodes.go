@@ -241,10 +241,32 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		}
 		return d.fs.targetNode(ctx, d.EmbeddedInode(), i, out), 0
 	}
+	la := d.fs.ahead.Load()
+	if la == nil {
+		i, ok := d.fs.views.Lookup(e, d.label, name)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
+	}
+	k, ok := e.EntryPos(name)
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	if la.isPending(d.key, k) { // the helper's lookup (lookahead.go)
+		i, ok := d.fs.views.LookupAhead(e, d.label, name)
+		if !ok {
+			return nil, syscall.ENOENT
+		}
+		la.lookedUp(d.key, k, i)
+		d.fs.sampleAttr(i, &out.Attr)
+		return d.fs.sampleInode(ctx, d.EmbeddedInode(), i), 0
+	}
 	i, ok := d.fs.views.Lookup(e, d.label, name)
 	if !ok {
 		return nil, syscall.ENOENT
 	}
+	la.readerAt(e, func() string { return d.Path(nil) }, k)
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 

@@ -2,14 +2,18 @@ package fs_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,4 +100,67 @@ func slicesIndexOfSample(t *testing.T, names []string, i uint32, sample func(str
 	}
 	t.Fatalf("sample %d is in no name of the epoch", i)
 	return -1
+}
+
+// TestLookahead: a helper looks the names of an epoch up ahead of a reader walking
+// file_list.txt, so most of the reader's lookups never reach the daemon (the kernel has
+// the names), and the blobs pushed as their names were looked up are what the reader
+// reads: few READs. Every file's bytes are right under strict and arrival binding, and the
+// prefetcher still follows the reader to the end of the epoch (the probes' reports).
+func TestLookahead(t *testing.T) {
+	for _, arrival := range []bool{false, true} {
+		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
+			const n = 400
+			f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
+			var fsys *cfs.FS
+			cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
+				Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
+			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
+			defer p.Close()
+			mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
+				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
+			}})
+			toHelper, fromDaemon := io.Pipe()
+			toDaemon, fromHelper := io.Pipe()
+			helped := make(chan error, 1)
+			go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
+			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: 8})
+
+			root := filepath.Join(mnt, "all", "epoch-0")
+			lines := strings.Split(strings.TrimSpace(string(storetest.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
+			seen := map[string]bool{}
+			for _, line := range lines {
+				name, _ := splitLine(line)
+				got := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
+				var src string
+				for s, b := range f.blobs {
+					if bytes.Equal(b, got) {
+						src = s
+					}
+				}
+				if src == "" || seen[src] || class(src) != class(name) {
+					t.Fatalf("%s: read the bytes of %q (seen before: %v), want a sample of its class once", name, src, seen[src])
+				}
+				seen[src] = true
+				time.Sleep(200 * time.Microsecond) // a reader that does something with what it read
+			}
+			fromDaemon.Close()
+			if err := <-helped; err != nil {
+				t.Errorf("helper: %v", err)
+			}
+			own, reads, ahead := fsys.Stats().Lookups-fsys.LookaheadStats().Answered, fsys.RequestStats()["read"], fsys.LookaheadStats()
+			t.Logf("%d files: %d lookups by the reader, %d READs; %+v ahead; pushes %+v", n, own, reads, ahead, fsys.PushStats())
+			if own > n/3 {
+				t.Errorf("the reader looked up %d of %d names itself, want about one in 8", own, n)
+			}
+			if reads > n/3 {
+				t.Errorf("%d READs for %d files: the names looked up ahead were not pushed", reads, n)
+			}
+			// Followed to the end, each file counted once: the helper's lookups are not the
+			// reader's progress; the probes report the names read between them.
+			if st := p.Stats(); len(st) != 1 || st[0].Consumed < n-8 || st[0].Consumed > n {
+				t.Errorf("prefetch stream %+v: want the reader's progress followed to the end (%d), each file once", st, n)
+			}
+		})
+	}
 }

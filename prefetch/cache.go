@@ -42,6 +42,9 @@ type CacheOptions struct {
 	// a fresh blob never read would hold back prefetching. It stays cached, first in line
 	// for eviction, for a READ that still comes (pages the kernel reclaimed).
 	Push func(i uint32, data []byte) bool
+	// NoRepush: a held blob wanted again is not pushed again by Prefetch; whoever makes
+	// its name known ahead pushes it then (PushHeld).
+	NoRepush bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -49,6 +52,7 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
+	repush   bool // push held blobs again when Prefetch wants them (CacheOptions.NoRepush)
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -69,6 +73,7 @@ type Cache struct {
 	onArrive   func(owner any, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch ends
 	present    []atomic.Uint64                              // bit i: sample i is cached; written under mu, read without it
 	pushed     map[uint32]struct{}                          // guarded by mu; fresh blobs handed to push, not looked up since
+	ahead      map[uint32]struct{}                          // guarded by mu; pushed by PushHeld before Prefetch wanted them
 
 	stats cacheCounters
 }
@@ -121,7 +126,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{},
+		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, repush: !opts.NoRepush,
 	}
 	if opts.Samples > 0 {
 		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
@@ -212,13 +217,19 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 	if c.fresh.Contains(i) || c.inflight[i] != nil {
 		return true
 	}
+	if _, ok := c.ahead[i]; ok {
+		// Its name was looked up ahead of its reader, and it was pushed then (PushHeld): the
+		// reader reads it from the page cache, so it is not wanted here again.
+		delete(c.ahead, i)
+		return true
+	}
 	if data, ok := c.used.peek(i); ok {
 		// Read before (in an earlier epoch) and wanted again soon: make it fresh, or
 		// used-first eviction would drop it just before its reader arrives.
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
-		if c.push != nil && c.ctx.Err() == nil {
+		if c.push != nil && c.repush && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy).
 			c.pushed[i] = struct{}{}
@@ -383,6 +394,38 @@ func (c *Cache) Looked(i uint32) {
 		c.freshBytes -= int64(len(data))
 		c.used.add(i, data)
 	}
+}
+
+// PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push) and
+// reports whether it did; the blob counts as read from then on. Package fs calls it once a
+// name of the sample was looked up ahead of its reader: the reader's open and read will
+// not reach the cache.
+func (c *Cache) PushHeld(i uint32) bool {
+	if c.push == nil {
+		return false
+	}
+	c.mu.Lock()
+	data, ok := c.fresh.Peek(i)
+	if ok {
+		c.fresh.Remove(i)
+		c.freshBytes -= int64(len(data))
+		c.used.add(i, data)
+		if _, done := c.pushed[i]; done {
+			delete(c.pushed, i)
+			c.mu.Unlock()
+			return true // pushed as it arrived, or when Prefetch wanted it again
+		}
+	} else if data, ok = c.used.peek(i); ok {
+		if len(c.ahead) > 1<<16 {
+			clear(c.ahead) // readers that stopped: forget wholesale (a sample pushed twice at worst)
+		}
+		c.ahead[i] = struct{}{} // ahead of Prefetch, which would push it again
+	} else {
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Unlock()
+	return c.push(i, data)
 }
 
 // Has reports whether sample i's blob is in memory (fetched, not evicted). With

@@ -159,12 +159,15 @@ func (m *rateMeter) rotate(now time.Time) {
 }
 
 // add counts one access; tick is the shortest measuring interval.
-func (m *rateMeter) add(now time.Time, tick time.Duration) {
+func (m *rateMeter) add(now time.Time, tick time.Duration) { m.addN(now, tick, 1) }
+
+// addN counts n accesses at once.
+func (m *rateMeter) addN(now time.Time, tick time.Duration, n int) {
 	if m.start.IsZero() {
-		m.start, m.half = now, now // the access that opens the first tick is not in it
+		m.start, m.half = now, now // the accesses that open the first tick are not in it
 		return
 	}
-	m.count++
+	m.count += n
 	el := now.Sub(m.start)
 	if el < max(tick, minTick) {
 		return

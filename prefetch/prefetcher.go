@@ -148,8 +148,13 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 
 // Access reports that a reader looked up a sample of epoch of src, and issues what the
 // window now allows.
-func (p *Prefetcher) Access(src Stream, epoch uint64) {
-	if p.closed.Load() {
+func (p *Prefetcher) Access(src Stream, epoch uint64) { p.AccessN(src, epoch, 1) }
+
+// AccessN reports n accesses at once: readers that read n samples of epoch of src while
+// only one of their lookups reached the filesystem (the others were looked up ahead for
+// them, package fs).
+func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
+	if p.closed.Load() || n <= 0 {
 		return
 	}
 	s := p.stream(src, epoch)
@@ -189,13 +194,13 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) {
 		s.mu.Unlock()
 		return // a straggler in an older epoch: the stream has moved on
 	}
-	s.accessed++
+	s.accessed += n
 	s.head = min(s.accessed, len(s.cur)) - 1
 	s.headPos.Store(int64(s.head))
-	s.consumed++
+	s.consumed += int64(n)
 	now := p.opts.Now()
 	lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
-	s.rate.add(now, lat)
+	s.rate.addN(now, lat, n)
 	p.sizeLocked(s, now, lat, probe)
 	// The next epoch's order is computed as soon as readers enter an epoch, not when the
 	// window reaches its end: the future the caches evict and admit by (future.go) then

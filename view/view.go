@@ -111,6 +111,9 @@ func (m *Mode) Type() string { return "mode" }
 // Progress learns which epoch readers are in: prefetch.Prefetcher.
 type Progress interface {
 	Access(s prefetch.Stream, epoch uint64)
+	// AccessN reports n accesses at once (names looked up ahead of the readers, whose
+	// reads then reach no filesystem; see Set.Advance).
+	AccessN(s prefetch.Stream, epoch uint64, n int)
 }
 
 // Config describes what a mount shows.
@@ -275,7 +278,31 @@ func (s *Set) stream(sp *splits.Split, k Key) *Stream {
 // shows, bound now if this is the name's first lookup. It reports the access to the
 // prefetcher. A name that is not in the directory is false.
 func (s *Set) Lookup(e *Epoch, label int, name string) (uint32, bool) {
-	return s.lookup(e, label, name, false)
+	return s.lookup(e, label, name, false, true)
+}
+
+// LookupAhead is Lookup for a name looked up ahead of its reader (package fs makes the
+// kernel do so): the name is bound as by Lookup, but no access is reported; the reader's
+// read of it is reported with Advance once a later lookup of theirs shows they got there.
+func (s *Set) LookupAhead(e *Epoch, label int, name string) (uint32, bool) {
+	return s.lookup(e, label, name, false, false)
+}
+
+// Advance reports n accesses of view e that reached no filesystem: readers read n names
+// that were looked up ahead for them.
+func (s *Set) Advance(e *Epoch, n int) {
+	if s.cfg.Progress != nil && n > 0 {
+		s.cfg.Progress.AccessN(e.stream, e.N, n)
+	}
+}
+
+// EntryPos is the index in view e's order of the entry name, if it is one of e's.
+func (e *Epoch) EntryPos(name string) (uint32, bool) {
+	pos, ok := ParseEntryPos(name, e.width)
+	if !ok || pos < e.Start || pos >= e.Len {
+		return 0, false
+	}
+	return pos - e.Start, true
 }
 
 // LookupTarget is Lookup in the .targets twin of view e: the name is the target's, and the
@@ -285,10 +312,10 @@ func (s *Set) LookupTarget(e *Epoch, label int, name string) (uint32, bool) {
 	if !s.ix.HasTargets() {
 		return 0, false
 	}
-	return s.lookup(e, label, name, true)
+	return s.lookup(e, label, name, true, true)
 }
 
-func (s *Set) lookup(e *Epoch, label int, name string, targets bool) (uint32, bool) {
+func (s *Set) lookup(e *Epoch, label int, name string, targets, report bool) (uint32, bool) {
 	pos, ok := ParseEntryPos(name, e.width)
 	if !ok || pos < e.Start || pos >= e.Len {
 		return 0, false
@@ -301,7 +328,7 @@ func (s *Set) lookup(e *Epoch, label int, name string, targets bool) (uint32, bo
 	if targets && name[e.width+1:] != s.ix.TargetName(i) || !targets && name[e.width+1:] != s.ix.Name(i) {
 		return 0, false
 	}
-	if s.cfg.Progress != nil && e.firstLookup(k) {
+	if report && s.cfg.Progress != nil && e.firstLookup(k) {
 		s.cfg.Progress.Access(e.stream, e.N)
 	}
 	return s.binding.bind(e, k), true

@@ -48,6 +48,12 @@ func (r *recorder) Access(s prefetch.Stream, epoch uint64) {
 	r.streams[s] = true
 }
 
+func (r *recorder) AccessN(s prefetch.Stream, epoch uint64, n int) {
+	for range n {
+		r.Access(s, epoch)
+	}
+}
+
 func TestModeFlag(t *testing.T) {
 	var m Mode
 	if m != Strict || m.String() != "strict" {

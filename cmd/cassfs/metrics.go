@@ -76,6 +76,8 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_pushed_bytes_total", Help: "Bytes written into the kernel's page cache ahead of readers (--push)."},
 			func() float64 { return float64(f.PushStats().Bytes) }),
 		&requestsCollector{f: f},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_lookahead_names_total", Help: "Names looked up ahead of the readers by the helper process (--look-ahead)."},
+			func() float64 { return float64(f.LookaheadStats().Answered) }),
 	)
 	for _, r := range []struct {
 		result string

@@ -60,6 +60,7 @@ type mountFlags struct {
 	shard         string
 	shardPad      bool
 	push          bool
+	lookahead     int
 	speculative   time.Duration
 	daemon        bool
 	logFile       string
@@ -120,8 +121,13 @@ little into the next epoch.
 With --push (the default), each prefetched file whose inode the kernel already knows (a
 sample is one inode in every epoch, so from its first read on) is written into the
 kernel's page cache as it arrives: its reader then opens and reads it with no request to
-cassfs beyond the lookup of its name. Pushed pages are ordinary page cache, which the
-kernel may reclaim; a read of one that was reclaimed is served as without pushing.
+cassfs beyond the lookup of its name. A helper process (--look-ahead) looks up the names
+of an epoch along its order ahead of the readers, over samples already fetched, so that
+the kernel knows them, and their bytes are pushed then: readers walking an epoch in order
+send no request at all for most files (one name in 32 is left to them: their lookups are
+how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel
+may reclaim; a read of one that was reclaimed is served as without pushing. --cache-size
+bounds what the daemon holds, not the page cache.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
@@ -174,6 +180,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
+	fl.IntVar(&f.lookahead, "look-ahead", 512, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them (one name in 32 is left to the readers, whose lookups show how far they got); 0: off")
 	fl.BoolVar(&f.push, "push", true, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
@@ -231,6 +238,14 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if err != nil {
 		return err
 	}
+	var helper *lookaheadHelper
+	if f.push && f.prefetch > 0 && f.lookahead > 0 && !m.ix.HasTargets() {
+		if helper, err = startLookahead(m.fs, dir, cfs.LookaheadOptions{Distance: f.lookahead}, log); err != nil {
+			log.Warn("names will not be looked up ahead of the readers", "err", err)
+		} else {
+			defer helper.stop(log)
+		}
+	}
 	m.metrics.info(st.Dataset(), dir, m.ix.Len())
 	if closeControl, err := m.metrics.serveControl(ctx, dir, log); err != nil {
 		log.Warn("cassfs stats will not reach this mount", "err", err)
@@ -244,6 +259,9 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "at", dir)
+		if helper != nil {
+			helper.stop(log) // it holds the mount's root open
+		}
 	case <-served:
 		log.Info("unmounted from outside", "at", dir)
 		return nil
@@ -414,7 +432,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
 	if co.Push != nil {
-		fc.Looked = m.cache.Looked
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
 	}
 	if m.disk != nil {
 		fc.Backing = func(i uint32) (*os.File, bool) {

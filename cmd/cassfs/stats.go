@@ -234,9 +234,10 @@ func printStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 			humanize.Comma(int64(hits)), humanize.Comma(int64(misses)), 100*hits/max(hits+misses, 1),
 			humanize.Comma(int64(f.value("cassfs_disk_cache_evictions_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_corrupt_total"))), humanize.Comma(int64(f.value("cassfs_disk_cache_write_errors_total"))))
 	}
-	// Requests per file: a reader opening a file looks its name up once, so requests per
-	// sample lookup are what a file costs in round trips through the daemon (a file read
-	// from the page cache, pushed or kept from an earlier read, costs no READ).
+	// Requests per file: a reader opening a file looks its name up once (or the helper
+	// does, ahead of it: --look-ahead), so requests per sample lookup are what a file costs
+	// in round trips through the daemon (a file read from the page cache, pushed or kept
+	// from an earlier read, costs no READ).
 	if fam := f.fams["cassfs_fuse_requests_total"]; fam != nil {
 		ops := map[string]float64{}
 		for _, m := range fam.Metric {
@@ -260,8 +261,9 @@ func printStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 		for _, m := range fam.Metric {
 			res[label(m, "result")] = metricNumber(m)
 		}
-		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s not known to the kernel yet, %s refused\n",
-			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])))
+		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s not known to the kernel yet, %s refused; %s names looked up ahead\n",
+			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])),
+			humanize.Comma(int64(f.value("cassfs_lookahead_names_total"))))
 	} else {
 		before.missing = append(before.missing, "cassfs_page_cache_pushes_total")
 	}

@@ -1,0 +1,356 @@
+package fs
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"path"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cassfs/cassfs/view"
+	"golang.org/x/sys/unix"
+)
+
+// # Names looked up ahead
+//
+// With its bytes pushed into the page cache, a file of a later epoch still costs its
+// reader one request: the LOOKUP of its name, which is new in every epoch (a name carries
+// its position). A reader that opens one file at a time, as DALI's loader threads do, pays
+// that round trip through the daemon for every file, in series: measured, DALI read a warm
+// epoch at ~9,000 images/s through the mount, and at ~25,000/s (local disk's speed) once
+// the epoch's names had been looked up before. No FUSE notify creates a dentry; only a
+// lookup does. So a helper process looks the names up along the epoch's order, ahead of
+// the readers: the kernel caches each name and its inode for the entry timeout, the daemon
+// pushes the sample's blob into the inode's page cache once the helper's lookup has
+// returned (the kernel knows the inode only then), and the reader opens and reads the file
+// with no request reaching cassfs at all.
+//
+// The readers' own lookups were the daemon's only news of their progress, which the
+// prefetcher's window follows. So one name in every LookaheadOptions.Every is left for the
+// readers to look up themselves (a probe): each probe says how far they got, and the names
+// looked up for them since the last one are reported to the prefetcher at once
+// (view.Set.Advance). The helper starts once readers have looked up 2·Every names of a view
+// themselves (a reader of a few files is never followed by a burst of lookups, which would
+// keep an unmount right after busy), and stops for good in a view where a reader looks up
+// a name more than Distance behind the furthest (readers that shuffle for themselves).
+// It runs at most Distance names ahead of the furthest position a reader looked up, and
+// only over names whose sample is held
+// (Config.Held): under arrival binding a name it looks up is bound to a sample that has
+// arrived, and every name it looks up has a blob to push.
+//
+// The helper is another process, never the daemon: a thread waiting on its own mount
+// cannot be killed while the daemon holds the request (see Mount). It reads
+// "<seq> <path>\n" lines on its standard input, looks each path up (fstatat), and answers
+// "<seq>\n" (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
+// (or a reader's that caught up with it: either way it is reported with the next probe).
+
+// LookaheadOptions tune the names looked up ahead.
+type LookaheadOptions struct {
+	// Distance is how many names ahead of the readers are looked up (default 512).
+	Distance int
+	// Every leaves one name in Every to the readers (default 32): a lookup of theirs per
+	// Every files is how the daemon follows their progress.
+	Every int
+}
+
+// lookahead feeds the helper process and follows the readers.
+type lookahead struct {
+	f    *FS
+	opts LookaheadOptions
+	out  *bufio.Writer // to the helper; only the feeding goroutine writes
+	wake chan struct{}
+	done chan struct{}
+
+	mu      sync.Mutex
+	views   map[view.Key]*ahead   // guarded by mu: epoch views readers are in
+	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
+	bySeq   map[uint64]pendingKey // guarded by mu
+	seq     uint64                // guarded by mu
+
+	sent, probes, answered atomic.Int64
+}
+
+type pendingKey struct {
+	key view.Key
+	k   uint32
+}
+
+// ahead is one epoch view's lookahead state; guarded by lookahead.mu.
+type ahead struct {
+	e        *view.Epoch
+	dir      string // the epoch directory's path from the mount root
+	head     int    // furthest index of the order a reader looked up
+	reported int    // readers' accesses reported up to this index
+	next     int    // next index to send to the helper
+	sent     bitset // indices sent to the helper
+	lookups  int    // readers' own lookups in the view
+	random   bool   // a reader looked up a name far behind the others: no looking ahead
+}
+
+// LookaheadStats counts names looked up ahead.
+type LookaheadStats struct {
+	Sent     int64 // names sent to the helper
+	Answered int64 // of which looked up
+}
+
+// StartLookahead has names looked up ahead of the readers by a helper process (see the
+// comment above) that reads requests from out and answers on in; it returns when the
+// mount's lookahead is set up, and stops when in ends. Call it once, after Mount.
+func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) {
+	if opts.Distance <= 0 {
+		opts.Distance = 512
+	}
+	if opts.Every <= 1 {
+		opts.Every = 32
+	}
+	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}}
+	f.ahead.Store(la)
+	go la.feed()
+	go la.answers(in)
+}
+
+// LookaheadStats returns the names looked up ahead so far.
+func (f *FS) LookaheadStats() LookaheadStats {
+	la := f.ahead.Load()
+	if la == nil {
+		return LookaheadStats{}
+	}
+	return LookaheadStats{Sent: la.sent.Load(), Answered: la.answered.Load()}
+}
+
+// isPending reports whether index k of view key was sent to the helper and not answered.
+func (la *lookahead) isPending(key view.Key, k uint32) bool {
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	_, ok := la.pending[pendingKey{key, k}]
+	return ok
+}
+
+// lookedUp handles the lookup of a pending name, bound to sample i: where the kernel knows
+// the inode already (a sample read in an earlier epoch), its blob is pushed now, before the
+// lookup is answered, so that a reader who finds the name finds the bytes too; otherwise
+// when the helper's answer says the kernel knows it.
+func (la *lookahead) lookedUp(key view.Key, k, i uint32) {
+	if !la.f.known.get(i) || la.f.cfg.LookedAhead == nil {
+		return
+	}
+	la.mu.Lock()
+	pk := pendingKey{key, k}
+	pushed, ok := la.pending[pk]
+	if ok && !pushed {
+		la.pending[pk] = true
+	}
+	la.mu.Unlock()
+	if ok && !pushed {
+		la.f.cfg.LookedAhead(i)
+	}
+}
+
+// readerAt records a reader's lookup of index k of view e, in the class directory at
+// classPath: the readers got there, so the names looked up for them before it were read
+// too (reported now), and the helper may run further.
+func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) {
+	la.mu.Lock()
+	a := la.views[e.Key]
+	if a == nil {
+		la.mu.Unlock()
+		dir := path.Dir(classPath()) // go-fuse's tree locks: not under mu
+		la.mu.Lock()
+		if a = la.views[e.Key]; a == nil {
+			if len(la.views) >= 8 { // views readers left behind
+				clear(la.views)
+			}
+			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: newBitset(len(e.Order))}
+			la.views[e.Key] = a
+		}
+	}
+	covered := 0
+	if int(k) > a.reported {
+		for j := a.reported + 1; j < int(k); j++ {
+			if a.sent.get(uint32(j)) {
+				covered++
+			}
+		}
+		a.reported = int(k)
+	}
+	a.lookups++
+	if int(k)+la.opts.Distance < a.head {
+		a.random = true // readers that shuffle for themselves: looking ahead along the order would only cost
+	}
+	a.head = max(a.head, int(k))
+	la.mu.Unlock()
+	la.f.views.Advance(e, covered)
+	select {
+	case la.wake <- struct{}{}:
+	default:
+	}
+}
+
+// feed sends names to the helper as the readers advance and samples arrive.
+func (la *lookahead) feed() {
+	// A name waiting for its sample is tried again every 2 ms; an idle mount is not woken.
+	// Readers gone for a second are not waited for.
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	var lines []string
+	var active time.Time // the readers' last lookup
+	for {
+		select {
+		case <-la.done:
+			return
+		case <-la.wake:
+			active = time.Now()
+		case <-retry.C:
+		}
+		var waiting bool
+		lines, waiting = la.next(lines[:0])
+		if waiting && time.Since(active) < time.Second {
+			retry.Reset(2 * time.Millisecond)
+		}
+		if len(lines) == 0 {
+			continue
+		}
+		for _, l := range lines {
+			la.out.WriteString(l)
+		}
+		if err := la.out.Flush(); err != nil {
+			la.f.log.Warn("names are no longer looked up ahead of the readers", "err", err)
+			return
+		}
+	}
+}
+
+// next collects the names the helper may look up now; waiting: some name the readers
+// will want next is held back until its sample arrives.
+func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	held := la.f.cfg.Held
+	for _, a := range la.views {
+		if a.random || a.lookups < 2*la.opts.Every {
+			continue // not (yet) readers walking the epoch in order
+		}
+		n := len(a.e.Order)
+		a.next = max(a.next, a.head+1)
+		for a.next < min(a.head+1+la.opts.Distance, n) {
+			k := a.next
+			if (k+int(a.e.Start))%la.opts.Every == 0 {
+				a.next++ // a probe: the readers look it up themselves
+				la.probes.Add(1)
+				continue
+			}
+			i := a.e.Order[k]
+			if held != nil && !held(i) {
+				waiting = true
+				break // not arrived yet: tried again shortly
+			}
+			la.seq++
+			pk := pendingKey{a.e.Key, uint32(k)}
+			la.pending[pk] = false
+			la.bySeq[la.seq] = pk
+			a.sent.set(uint32(k), true)
+			label := la.f.ix.Label(i)
+			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"/"+a.e.NameAt(uint32(k), false)+"\n")
+			a.next++
+		}
+	}
+	la.sent.Add(int64(len(lines)))
+	return lines, waiting
+}
+
+// answers reads the helper's answers: each name looked up, its sample's blob is pushed.
+func (la *lookahead) answers(in io.Reader) {
+	defer close(la.done)
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		seq, err := strconv.ParseUint(sc.Text(), 10, 64)
+		if err != nil {
+			la.f.log.Warn("lookahead helper: unexpected answer", "line", sc.Text())
+			continue
+		}
+		la.mu.Lock()
+		pk, ok := la.bySeq[seq]
+		pushed := la.pending[pk]
+		delete(la.bySeq, seq)
+		delete(la.pending, pk)
+		a := la.views[pk.key]
+		la.mu.Unlock()
+		if !ok || a == nil {
+			continue
+		}
+		la.answered.Add(1)
+		if pushed {
+			continue
+		}
+		i := a.e.Order[pk.k]
+		name := a.e.NameAt(pk.k, false)
+		if b, ok := la.f.views.LookupAhead(a.e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
+			la.f.cfg.LookedAhead(b)
+		}
+	}
+}
+
+// ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
+// looks each path up under root with workers threads (one lookup at a time each), and
+// writes "<seq>\n" to out once the lookup returned, found or not. It returns when in ends.
+func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
+	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
+	// would keep it busy, and an unmount from outside (umount, fusermount -u) would fail.
+	root = path.Clean(root)
+	dir, err := unix.Open(path.Dir(root), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path.Dir(root), err)
+	}
+	defer unix.Close(dir)
+	base := path.Base(root) + "/"
+	reqs := make(chan string, 1024)
+	var wmu sync.Mutex
+	w := bufio.NewWriter(out)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			var st unix.Stat_t
+			for line := range reqs {
+				seq, p, ok := strings.Cut(line, " ")
+				if !ok {
+					continue
+				}
+				for {
+					err := unix.Fstatat(dir, base+p, &st, unix.AT_SYMLINK_NOFOLLOW)
+					if err != syscall.EINTR {
+						break
+					}
+				}
+				wmu.Lock()
+				w.WriteString(seq + "\n")
+				if len(reqs) == 0 {
+					w.Flush()
+				}
+				wmu.Unlock()
+			}
+		}()
+	}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		reqs <- sc.Text()
+	}
+	close(reqs)
+	wg.Wait()
+	wmu.Lock()
+	defer wmu.Unlock()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return sc.Err()
+}
