@@ -76,9 +76,9 @@ func BenchmarkCacheDir(b *testing.B) {
 				b.ReportMetric(float64((selfCPU(b)-self0).Microseconds())/count, tag+"local-disk-reader-cpu-us/image")
 				for e := first; e < first+3; e++ {
 					drop(b)
-					cpu0, self0, req0 := processCPU(b, m.cmd.Process.Pid), selfCPU(b), requests()
+					cpu0, self0, req0 := daemonCPU(b, m), selfCPU(b), requests()
 					te, _, _ := batchTimes(b, epochPaths(e), readers, batch)
-					cpu, self := processCPU(b, m.cmd.Process.Pid)-cpu0, selfCPU(b)-self0
+					cpu, self := daemonCPU(b, m)-cpu0, selfCPU(b)-self0
 					b.ReportMetric(count/te.Seconds(), fmt.Sprintf("%sepoch%d-images/s", tag, e))
 					b.ReportMetric(count/te.Seconds()/localRate, fmt.Sprintf("%sepoch%d/local-disk", tag, e))
 					b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("%sepoch%d-daemon-cpu-us/image", tag, e))
@@ -89,10 +89,10 @@ func BenchmarkCacheDir(b *testing.B) {
 				n, secs := readerRun(b, "dali_bench.py", localList)
 				daliLocal := float64(n) / secs
 				drop(b)
-				cpu0, req0 := processCPU(b, m.cmd.Process.Pid), requests()
+				cpu0, req0 := daemonCPU(b, m), requests()
 				e := first + 3
 				n, secs = readerRun(b, "dali_bench.py", filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", e), "file_list.txt"))
-				cpu := processCPU(b, m.cmd.Process.Pid) - cpu0
+				cpu := daemonCPU(b, m) - cpu0
 				b.ReportMetric(daliLocal, tag+"dali-local-disk-images/s")
 				b.ReportMetric(float64(n)/secs, fmt.Sprintf("%sdali-epoch%d-images/s", tag, e))
 				b.ReportMetric(float64(n)/secs/daliLocal, fmt.Sprintf("%sdali-epoch%d/local-disk", tag, e))
