@@ -85,6 +85,18 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	if n := reads() - before; n != 0 {
 		t.Errorf("reading %d pushed samples under epoch 1's names sent %d READs, want none", len(e1), n)
 	}
+	// An mmap reader sees the pushed pages too.
+	fl := storetest.Must(os.Open(e1[0]))(t)
+	defer fl.Close()
+	size := int(f.ix.Size(sample(e1[0])))
+	m := storetest.Must(unix.Mmap(int(fl.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE))(t)
+	if strings.Trim(string(m), "P") != "" || len(m) != size {
+		t.Errorf("%s mapped: %.16q... (%d bytes), want the %d pushed bytes", e1[0], m, len(m), size)
+	}
+	storetest.Check(t, unix.Munmap(m))
+	if n := reads() - before; n != 0 {
+		t.Errorf("an mmap read of a pushed sample sent %d READs, want none", n)
+	}
 	if s := fsys.PushStats(); s.Pushed != int64(len(e0)) || s.Failed != 0 || s.Unknown != 1 {
 		t.Errorf("push stats %+v, want %d pushed, none failed, the one before any lookup unknown", s, len(e0))
 	}
