@@ -169,7 +169,10 @@ func daemonCPU(b *testing.B, m *mounted) time.Duration {
 	b.Helper()
 	pid := m.cmd.Process.Pid
 	total := processCPU(b, pid)
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, t := range tasks {
 		data, err := os.ReadFile(t)
 		if err != nil {
