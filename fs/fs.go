@@ -139,7 +139,8 @@ type FS struct {
 	// an inode the kernel does not know is refused (ENOENT), so it is not tried.
 	known, knownTargets bitset
 	push                pushCounters
-	ahead               atomic.Pointer[lookahead] // set by StartLookahead
+	ahead               atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone
+	aheadStats          atomic.Pointer[lookahead] // the same, kept for its counters
 }
 
 // ServeStats counts what readers were served.

@@ -112,13 +112,14 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}}
 	f.ahead.Store(la)
+	f.aheadStats.Store(la)
 	go la.feed()
 	go la.answers(in)
 }
 
 // LookaheadStats returns the names looked up ahead so far.
 func (f *FS) LookaheadStats() LookaheadStats {
-	la := f.ahead.Load()
+	la := f.aheadStats.Load()
 	if la == nil {
 		return LookaheadStats{}
 	}
@@ -267,7 +268,11 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 
 // answers reads the helper's answers: each name looked up, its sample's blob is pushed.
 func (la *lookahead) answers(in io.Reader) {
-	defer close(la.done)
+	defer func() {
+		// The helper is gone: readers look names up themselves from now on, as without it.
+		la.f.ahead.CompareAndSwap(la, nil)
+		close(la.done)
+	}()
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		seq, err := strconv.ParseUint(sc.Text(), 10, 64)

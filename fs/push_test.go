@@ -156,10 +156,6 @@ func TestLookahead(t *testing.T) {
 				seen[src] = true
 				time.Sleep(200 * time.Microsecond) // a reader that does something with what it read
 			}
-			fromDaemon.Close()
-			if err := <-helped; err != nil {
-				t.Errorf("helper: %v", err)
-			}
 			own, reads, ahead := fsys.Stats().Lookups-fsys.LookaheadStats().Answered, fsys.RequestStats()["read"], fsys.LookaheadStats()
 			t.Logf("%d files: %d lookups by the reader, %d READs; %+v ahead; pushes %+v", n, own, reads, ahead, fsys.PushStats())
 			if own > n/3 {
@@ -172,6 +168,10 @@ func TestLookahead(t *testing.T) {
 			// reader's progress; the probes report the names read between them.
 			if st := p.Stats(); len(st) != 1 || st[0].Consumed < n-8 || st[0].Consumed > n {
 				t.Errorf("prefetch stream %+v: want the reader's progress followed to the end (%d), each file once", st, n)
+			}
+			fromDaemon.Close()
+			if err := <-helped; err != nil {
+				t.Errorf("helper: %v", err)
 			}
 		})
 	}
