@@ -212,3 +212,18 @@ func TestStatsRefusesMissingFigures(t *testing.T) {
 		t.Errorf("stats answered 500: %v", err)
 	}
 }
+
+// TestMountRefusesANegativeLookAhead: a bad --look-ahead is a usage error before anything
+// is connected or mounted.
+func TestMountRefusesANegativeLookAhead(t *testing.T) {
+	root := newRootCmd()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"mount", "--dataset", "x", "--look-ahead", "-1", t.TempDir()})
+	err := root.Execute()
+	var u usageError
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "--look-ahead must be >= 0") {
+		t.Errorf("cassfs mount --look-ahead -1: %v, want a usage error about --look-ahead", err)
+	}
+}

@@ -180,7 +180,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
-	fl.IntVar(&f.lookahead, "look-ahead", 512, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them (one name in 32 is left to the readers, whose lookups show how far they got); 0: off")
+	fl.IntVar(&f.lookahead, "look-ahead", 512, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
 	fl.BoolVar(&f.push, "push", true, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
@@ -293,8 +293,8 @@ func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) 
 	if err != nil || cacheBytes == 0 {
 		return 0, shard, usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
 	}
-	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 {
-		return 0, shard, usageError{errors.New("--epochs-listed and --prefetch must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
+	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 || f.lookahead < 0 {
+		return 0, shard, usageError{errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
 	}
 	if f.shard != "" {
 		if shard, err = splits.ParseShard(f.shard); err != nil {
