@@ -49,6 +49,10 @@ import (
 // "<seq> <path>\n" lines on its standard input, looks each path up (fstatat), and answers
 // "<seq>\n" (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
 // (or a reader's that caught up with it: either way it is reported with the next probe).
+//
+// lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
+// bitset, lock-free) and the views' pure functions; go-fuse's tree, the views' bindings,
+// the prefetcher and the cache's pushes are all reached with it released.
 
 // LookaheadOptions tune the names looked up ahead.
 type LookaheadOptions struct {
@@ -73,7 +77,7 @@ type lookahead struct {
 	bySeq   map[uint64]pendingKey // guarded by mu
 	seq     uint64                // guarded by mu
 
-	sent, probes, answered atomic.Int64
+	sent, answered atomic.Int64
 }
 
 type pendingKey struct {
@@ -244,7 +248,6 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			k := a.next
 			if (k+int(a.e.Start))%la.opts.Every == 0 {
 				a.next++ // a probe: the readers look it up themselves
-				la.probes.Add(1)
 				continue
 			}
 			i := a.e.Order[k]

@@ -42,9 +42,6 @@ type CacheOptions struct {
 	// a fresh blob never read would hold back prefetching. It stays cached, first in line
 	// for eviction, for a READ that still comes (pages the kernel reclaimed).
 	Push func(i uint32, data []byte) bool
-	// NoRepush: a held blob wanted again is not pushed again by Prefetch; whoever makes
-	// its name known ahead pushes it then (PushHeld).
-	NoRepush bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -52,7 +49,6 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
-	repush   bool // push held blobs again when Prefetch wants them (CacheOptions.NoRepush)
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -126,7 +122,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, repush: !opts.NoRepush,
+		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
@@ -159,11 +155,7 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 		c.stats.hits.Add(1)
 		return data, nil
 	}
-	if data, ok := c.fresh.Peek(i); ok {
-		c.fresh.Remove(i)
-		c.freshBytes -= int64(len(data))
-		c.used.add(i, data)
-		delete(c.pushed, i)
+	if data, ok := c.consumeLocked(i); ok {
 		c.mu.Unlock()
 		c.stats.hits.Add(1)
 		return data, nil
@@ -229,7 +221,7 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
-		if c.push != nil && c.repush && c.ctx.Err() == nil {
+		if c.push != nil && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy).
 			c.pushed[i] = struct{}{}
@@ -385,15 +377,23 @@ func (c *Cache) Drop(i uint32) {
 func (c *Cache) Looked(i uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.pushed[i]; !ok {
-		return
+	if _, ok := c.pushed[i]; ok {
+		c.consumeLocked(i)
 	}
+}
+
+// consumeLocked makes sample i's fresh blob used (it counts as read) and returns it; false
+// if it is not fresh.
+func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
+	data, ok := c.fresh.Peek(i)
+	if !ok {
+		return nil, false
+	}
+	c.fresh.Remove(i)
+	c.freshBytes -= int64(len(data))
+	c.used.add(i, data)
 	delete(c.pushed, i)
-	if data, ok := c.fresh.Peek(i); ok {
-		c.fresh.Remove(i)
-		c.freshBytes -= int64(len(data))
-		c.used.add(i, data)
-	}
+	return data, true
 }
 
 // PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push) and
@@ -405,24 +405,22 @@ func (c *Cache) PushHeld(i uint32) bool {
 		return false
 	}
 	c.mu.Lock()
-	data, ok := c.fresh.Peek(i)
-	if ok {
-		c.fresh.Remove(i)
-		c.freshBytes -= int64(len(data))
-		c.used.add(i, data)
-		if _, done := c.pushed[i]; done {
-			delete(c.pushed, i)
+	_, done := c.pushed[i]
+	data, fresh := c.consumeLocked(i)
+	switch {
+	case fresh && done:
+		c.mu.Unlock()
+		return true // pushed as it arrived, or when Prefetch wanted it again
+	case !fresh:
+		var held bool
+		if data, held = c.used.peek(i); !held {
 			c.mu.Unlock()
-			return true // pushed as it arrived, or when Prefetch wanted it again
+			return false
 		}
-	} else if data, ok = c.used.peek(i); ok {
 		if len(c.ahead) > 1<<16 {
 			clear(c.ahead) // readers that stopped: forget wholesale (a sample pushed twice at worst)
 		}
 		c.ahead[i] = struct{}{} // ahead of Prefetch, which would push it again
-	} else {
-		c.mu.Unlock()
-		return false
 	}
 	c.mu.Unlock()
 	return c.push(i, data)

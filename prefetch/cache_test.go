@@ -359,3 +359,53 @@ func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// PushHeld (a name looked up ahead of its reader) pushes a held blob unless it was pushed
+// already, and counts it as read either way; a used blob pushed so is not pushed again when
+// Prefetch wants it next; a blob not held is false.
+func TestPushHeld(t *testing.T) {
+	var mu sync.Mutex
+	pushes := map[uint32]int{}
+	refuse := map[uint32]bool{1: true} // sample 1: the kernel did not know its inode at arrival
+	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+		return blobOf(i, 1000), nil
+	}, CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		pushes[i]++
+		ok := !refuse[i]
+		refuse[i] = false // known from now on
+		return ok
+	}})
+	defer c.Close()
+	count := func(i uint32) int { mu.Lock(); defer mu.Unlock(); return pushes[i] }
+	c.Prefetch(0, 1000, 10, 0, nil)
+	c.Prefetch(1, 1000, 10, 0, nil)
+	waitFor(t, "two prefetches", func() bool { return c.Stats().Entries == 2 && c.Stats().InFlight == 0 })
+	if !c.PushHeld(0) || count(0) != 1 {
+		t.Errorf("sample 0, pushed as it arrived: PushHeld pushed it again (%d pushes)", count(0))
+	}
+	if !c.PushHeld(1) || count(1) != 2 {
+		t.Errorf("sample 1, whose push at arrival failed: %d pushes, want it pushed now", count(1))
+	}
+	if fb := c.Stats().FreshBytes; fb != 0 {
+		t.Errorf("fresh bytes %d after both were looked up ahead, want 0 (read)", fb)
+	}
+	// Both are used now: looked up ahead in a later epoch, pushed again; Prefetch, coming
+	// after, leaves them alone.
+	if !c.PushHeld(0) || count(0) != 2 {
+		t.Errorf("a used blob looked up ahead: %d pushes, want 2", count(0))
+	}
+	c.Prefetch(0, 1000, 10, 0, nil)
+	c.Prefetch(1, 1000, 10, 0, nil) // not looked up ahead this time: pushed again
+	waitFor(t, "sample 1 pushed again by Prefetch", func() bool { return count(1) == 3 })
+	if count(0) != 2 {
+		t.Errorf("Prefetch pushed sample 0 again after PushHeld had (%d pushes)", count(0))
+	}
+	if c.PushHeld(9) || count(9) != 0 {
+		t.Error("PushHeld of a sample not held reported true or pushed")
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}
