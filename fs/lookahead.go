@@ -178,7 +178,7 @@ func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) 
 	}
 	covered := 0
 	if int(k) > a.reported {
-		for j := a.reported + 1; j < int(k); j++ {
+		for j := a.reported + 1; j < min(int(k), a.next); j++ { // all sent are below next
 			if a.sent.get(uint32(j)) {
 				covered++
 			}
