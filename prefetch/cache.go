@@ -42,6 +42,9 @@ type CacheOptions struct {
 	// a fresh blob never read would hold back prefetching. It stays cached, first in line
 	// for eviction, for a READ that still comes (pages the kernel reclaimed).
 	Push func(i uint32, data []byte) bool
+	// NoRepush: a held blob wanted again is not pushed again by Prefetch: names looked up
+	// ahead push it then, unless its pages are still there (PushHeldUnless).
+	NoRepush bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -49,6 +52,7 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
+	repush   bool // push held blobs again when Prefetch wants them (CacheOptions.NoRepush)
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -122,7 +126,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
+		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, repush: !opts.NoRepush,
 	}
 	if opts.Samples > 0 {
 		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
@@ -221,7 +225,7 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
-		if c.push != nil && c.ctx.Err() == nil {
+		if c.push != nil && c.repush && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy).
 			c.pushed[i] = struct{}{}
@@ -400,7 +404,13 @@ func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
 // reports whether it did; the blob counts as read from then on. Package fs calls it once a
 // name of the sample was looked up ahead of its reader: the reader's open and read will
 // not reach the cache.
-func (c *Cache) PushHeld(i uint32) bool {
+func (c *Cache) PushHeld(i uint32) bool { return c.pushHeldUnless(i, false) }
+
+// PushHeldUnless is PushHeld, but resident (its pages are in the page cache already)
+// only counts the blob as read.
+func (c *Cache) PushHeldUnless(i uint32, resident bool) bool { return c.pushHeldUnless(i, resident) }
+
+func (c *Cache) pushHeldUnless(i uint32, resident bool) bool {
 	if c.push == nil {
 		return false
 	}
@@ -408,9 +418,9 @@ func (c *Cache) PushHeld(i uint32) bool {
 	_, done := c.pushed[i]
 	data, fresh := c.consumeLocked(i)
 	switch {
-	case fresh && done:
+	case fresh && (done || resident):
 		c.mu.Unlock()
-		return true // pushed as it arrived, or when Prefetch wanted it again
+		return true // pushed as it arrived, or when Prefetch wanted it again, or still there
 	case !fresh:
 		var held bool
 		if data, held = c.used.peek(i); !held {
@@ -423,6 +433,9 @@ func (c *Cache) PushHeld(i uint32) bool {
 		c.ahead[i] = struct{}{} // ahead of Prefetch, which would push it again
 	}
 	c.mu.Unlock()
+	if resident {
+		return true
+	}
 	return c.push(i, data)
 }
 

@@ -403,6 +403,10 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		// Prefetched blobs, from the database or the disk tier alike, go into the page
 		// cache ahead of their readers.
 		co.Push = func(i uint32, data []byte) bool { return fsys.Push(i, data) }
+		// With names looked up ahead, a held blob is pushed when its name is, and only if
+		// the helper found its pages gone (fs/lookahead.go): a push into resident pages
+		// was a third of the daemon's CPU in a warm epoch.
+		co.NoRepush = f.lookahead > 0 && !ix.HasTargets()
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
@@ -432,7 +436,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
 	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32, resident bool) { m.cache.PushHeldUnless(i, resident) }
 	}
 	if m.disk != nil {
 		fc.Backing = func(i uint32) (*os.File, bool) {
