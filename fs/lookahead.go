@@ -33,8 +33,8 @@ import (
 // pushes the sample's blob into the inode's page cache, unless the helper found all its
 // pages there already (a mapping's mincore, which sends no request): the reader opens and
 // reads the file with no request reaching cassfs at all. A warm epoch then costs the
-// daemon a lookup per file and no copy (measured: 24–26 µs of CPU per image, against
-// 46–74 when every held blob was pushed again).
+// daemon a lookup per file and no copy (measured: 28–34 µs of CPU per image, against
+// 46–60 when every held blob was pushed again).
 //
 // The readers' own lookups were the daemon's only news of their progress, which the
 // prefetcher's window follows. So one name in every LookaheadOptions.Every is left for the

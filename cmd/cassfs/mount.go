@@ -405,8 +405,10 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		co.Push = func(i uint32, data []byte) bool { return fsys.Push(i, data) }
 		// With names looked up ahead, a held blob is pushed when its name is, and only if
 		// the helper found its pages gone (fs/lookahead.go): a push into resident pages
-		// was a third of the daemon's CPU in a warm epoch.
-		co.NoRepush = f.lookahead > 0 && !ix.HasTargets()
+		// was a third of the daemon's CPU in a warm epoch. Not with a disk tier, whose
+		// samples the helper waits for until they are in memory: there, pushing held
+		// blobs again as Prefetch wants them measured faster (bench/README.md).
+		co.NoRepush = f.lookahead > 0 && !ix.HasTargets() && f.cacheDir == ""
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
