@@ -70,6 +70,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
@@ -138,7 +139,7 @@ type FS struct {
 	// known has bit i set while the kernel knows sample i's inode (set at its lookup,
 	// cleared when the kernel forgets it), knownTargets the same for targets: pushing into
 	// an inode the kernel does not know is refused (ENOENT), so it is not tried.
-	known, knownTargets bitset
+	known, knownTargets bitset.Set
 	push                pushCounters
 	ahead               atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone
 	aheadStats          atomic.Pointer[lookahead] // the same, kept for its counters
@@ -193,7 +194,7 @@ func New(cfg Config) *FS {
 	}
 	ix := cfg.Views.Index()
 	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{},
-		known: newBitset(ix.Len()), knownTargets: newBitset(ix.Len())}
+		known: bitset.New(ix.Len()), knownTargets: bitset.New(ix.Len())}
 	f.passthrough.Store(cfg.Backing != nil) // until Mount finds otherwise
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {
@@ -230,7 +231,7 @@ func (f *FS) sampleNode(ctx context.Context, parent *gofs.Inode, i uint32, out *
 // sampleNode also tells Config.Looked, which a name looked up ahead of its reader does not.
 func (f *FS) sampleInode(ctx context.Context, parent *gofs.Inode, i uint32) *gofs.Inode {
 	f.lookups.Add(1)
-	f.known.set(i, true)
+	f.known.Put(i, true)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(i)})
 }
 
@@ -246,7 +247,7 @@ func (f *FS) targetAttr(i uint32, a *fuse.Attr) {
 // targetNode returns the (shared) inode of sample i's target under parent.
 func (f *FS) targetNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.targetAttr(i, &out.Attr)
-	f.knownTargets.set(i, true)
+	f.knownTargets.Put(i, true)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i, target: true}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(i)})
 }
 

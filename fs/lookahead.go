@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/view"
 	"golang.org/x/sys/unix"
 )
@@ -93,13 +94,13 @@ type pendingKey struct {
 // ahead is one epoch view's lookahead state; guarded by lookahead.mu.
 type ahead struct {
 	e        *view.Epoch
-	dir      string // the epoch directory's path from the mount root
-	head     int    // furthest index of the order a reader looked up
-	reported int    // readers' accesses reported up to this index
-	next     int    // next index to send to the helper
-	sent     bitset // indices sent to the helper
-	lookups  int    // readers' own lookups in the view
-	random   bool   // a reader looked up a name far behind the others: no looking ahead
+	dir      string     // the epoch directory's path from the mount root
+	head     int        // furthest index of the order a reader looked up
+	reported int        // readers' accesses reported up to this index
+	next     int        // next index to send to the helper
+	sent     bitset.Set // indices sent to the helper
+	lookups  int        // readers' own lookups in the view
+	random   bool       // a reader looked up a name far behind the others: no looking ahead
 }
 
 // LookaheadStats counts names looked up ahead.
@@ -157,14 +158,14 @@ func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) 
 			if len(la.views) >= 8 { // views readers left behind
 				clear(la.views)
 			}
-			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: newBitset(len(e.Order))}
+			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order))}
 			la.views[e.Key] = a
 		}
 	}
 	covered := 0
 	if int(k) > a.reported {
 		for j := a.reported + 1; j < min(int(k), a.next); j++ { // all sent are below next
-			if a.sent.get(uint32(j)) {
+			if a.sent.Has(uint32(j)) {
 				covered++
 			}
 		}
@@ -244,7 +245,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			pk := pendingKey{a.e.Key, uint32(k)}
 			la.pending[pk] = struct{}{}
 			la.bySeq[la.seq] = pk
-			a.sent.set(uint32(k), true)
+			a.sent.Put(uint32(k), true)
 			label := la.f.ix.Label(i)
 			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"/"+a.e.NameAt(uint32(k), false)+"\n")
 			a.next++

@@ -266,7 +266,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	la.readerAt(e, func() string { return d.Path(nil) }, k)
-	if d.fs.known.get(i) && d.fs.cfg.LookedAhead != nil {
+	if d.fs.known.Has(i) && d.fs.cfg.LookedAhead != nil {
 		// A name the readers look up themselves (a probe, or before the helper starts in
 		// this view): held blobs are not pushed again ahead of them (only as names are
 		// looked up ahead), so push it now, before the answer, if its inode is known.

@@ -45,7 +45,7 @@ func (f *FS) PushStats() PushStats {
 // served by READs as without pushing. data is not kept.
 func (f *FS) Push(i uint32, data []byte) bool {
 	s := f.server.Load()
-	if s == nil || !f.known.get(i) {
+	if s == nil || !f.known.Has(i) {
 		f.push.unknown.Add(1)
 		return false
 	}
@@ -56,16 +56,16 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	}
 	if st := s.InodeNotifyStoreCache(firstSampleIno+uint64(i), 0, data[:n]); st != fuse.OK {
 		if st == fuse.ENOENT {
-			f.known.set(i, false) // forgotten, and the forget not yet seen: no more tries
+			f.known.Put(i, false) // forgotten, and the forget not yet seen: no more tries
 		}
 		f.push.failed.Add(1)
 		return false
 	}
 	f.push.pushed.Add(1)
 	f.push.bytes.Add(n)
-	if f.ix.HasTargets() && f.knownTargets.get(i) {
+	if f.ix.HasTargets() && f.knownTargets.Has(i) {
 		if st := s.InodeNotifyStoreCache(firstTargetIno+uint64(i), 0, data[n:]); st == fuse.ENOENT {
-			f.knownTargets.set(i, false)
+			f.knownTargets.Put(i, false)
 		}
 	}
 	return true
@@ -77,28 +77,8 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // the inode again: its pushes are then skipped, and its READs served as without pushing.
 func (s *sampleFile) OnForget() {
 	if s.target {
-		s.fs.knownTargets.set(s.i, false)
+		s.fs.knownTargets.Put(s.i, false)
 		return
 	}
-	s.fs.known.set(s.i, false)
-}
-
-// bitset is a fixed-size set of sample indices, safe for concurrent use.
-type bitset []atomic.Uint64
-
-func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
-
-func (b bitset) get(i uint32) bool {
-	return int(i/64) < len(b) && b[i/64].Load()&(1<<(i%64)) != 0
-}
-
-func (b bitset) set(i uint32, on bool) {
-	if int(i/64) >= len(b) {
-		return
-	}
-	if on {
-		b[i/64].Or(1 << (i % 64))
-	} else {
-		b[i/64].And(^uint64(1 << (i % 64)))
-	}
+	s.fs.known.Put(s.i, false)
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -71,7 +72,7 @@ type Cache struct {
 	prefetches int                                          // guarded by mu; fetches in flight started by Prefetch
 	reserved   int64                                        // guarded by mu; expected bytes of prefetches in flight
 	onArrive   func(owner any, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch ends
-	present    []atomic.Uint64                              // bit i: sample i is cached; written under mu, read without it
+	present    bitset.Set                                   // sample i is cached; written under mu, read without it (nil: no Samples)
 	pushed     map[uint32]struct{}                          // guarded by mu; fresh blobs handed to push, not looked up since
 	ahead      map[uint32]struct{}                          // guarded by mu; pushed by PushHeld before Prefetch wanted them
 
@@ -129,7 +130,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, repush: !opts.NoRepush,
 	}
 	if opts.Samples > 0 {
-		c.present = make([]atomic.Uint64, (opts.Samples+63)/64)
+		c.present = bitset.New(opts.Samples)
 	}
 	return c
 }
@@ -444,7 +445,7 @@ func (c *Cache) pushHeldUnless(i uint32, resident bool) bool {
 // lookup.
 func (c *Cache) Has(i uint32) bool {
 	if c.present != nil {
-		return int(i/64) < len(c.present) && c.present[i/64].Load()&(1<<(i%64)) != 0
+		return c.present.Has(i)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -452,19 +453,8 @@ func (c *Cache) Has(i uint32) bool {
 	return c.fresh.Contains(i) || used
 }
 
-// mark records in the presence bitset whether sample i is cached; mu is held, so writers
-// are serialized and readers (Has) see each bit flip atomically.
-func (c *Cache) mark(i uint32, on bool) {
-	if int(i/64) >= len(c.present) {
-		return
-	}
-	w := &c.present[i/64]
-	if on {
-		w.Store(w.Load() | 1<<(i%64))
-	} else {
-		w.Store(w.Load() &^ (1 << (i % 64)))
-	}
-}
+// mark records in the presence bitset whether sample i is cached (mu is held).
+func (c *Cache) mark(i uint32, on bool) { c.present.Put(i, on) }
 
 // Stats returns the cache's counters.
 func (c *Cache) Stats() CacheStats {
@@ -516,13 +506,10 @@ func (c *Cache) checkInvariants() error {
 		used += int64(len(data))
 	}
 	if c.present != nil {
-		for w := range c.present {
-			for b := range 64 {
-				i := uint32(w*64 + b)
-				_, used := c.used.peek(i)
-				if on := c.present[w].Load()&(1<<b) != 0; on != (c.fresh.Contains(i) || used) {
-					return fmt.Errorf("sample %d: presence bit %v, cached %v", i, on, !on)
-				}
+		for i := range uint32(len(c.present) * 64) {
+			_, used := c.used.peek(i)
+			if on := c.present.Has(i); on != (c.fresh.Contains(i) || used) {
+				return fmt.Errorf("sample %d: presence bit %v, cached %v", i, on, !on)
 			}
 		}
 	}

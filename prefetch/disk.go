@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/google/uuid"
 )
@@ -66,7 +67,7 @@ type DiskTier struct {
 	verified map[uint32]fileID   // guarded by mu: entries written or verified by this mount, as they were then
 	files    map[uint32]*os.File // guarded by mu: verified entries held open (at most maxFiles; see Backing)
 	maxFiles int
-	present  []atomic.Uint64 // a bit per sample: held (Holds without the lock)
+	present  bitset.Set // held samples (Holds without the lock)
 
 	hits, misses, corrupt, writeErrors, evicted atomic.Int64
 	before                                      DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
@@ -195,7 +196,7 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 	}
 	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
 		policy: NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{},
-		files: map[uint32]*os.File{}, maxFiles: maxHeldFiles(), present: make([]atomic.Uint64, (ix.Len()+63)/64)}
+		files: map[uint32]*os.File{}, maxFiles: maxHeldFiles(), present: bitset.New(ix.Len())}
 	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
 		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
 	}
@@ -587,21 +588,9 @@ func (d *DiskTier) Stats() DiskStats {
 }
 
 // Holds reports whether sample i has an entry (or one is being written).
-func (d *DiskTier) Holds(i uint32) bool { return d.present[i/64].Load()&(1<<(i%64)) != 0 }
+func (d *DiskTier) Holds(i uint32) bool { return d.present.Has(i) }
 
-func (d *DiskTier) mark(i uint32, on bool) {
-	w, bit := &d.present[i/64], uint64(1)<<(i%64)
-	for {
-		old := w.Load()
-		new := old &^ bit
-		if on {
-			new = old | bit
-		}
-		if w.CompareAndSwap(old, new) {
-			return
-		}
-	}
-}
+func (d *DiskTier) mark(i uint32, on bool) { d.present.Put(i, on) }
 
 // fileID is what tells that an entry's file is still the one verified: its inode, size and
 // modification time (a write to it, or a new file in its place, changes them).

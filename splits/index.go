@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
@@ -33,8 +34,8 @@ type Index struct {
 	size     []uint32
 	checksum [][sha256.Size]byte
 	crc      []uint32
-	hasCRC   []uint64 // bitset: sample i has a CRC32C (crc[i]); else it is verified by checksum
-	nameOff  []uint32 // sample i's name is names[nameOff[i]:nameOff[i+1]]
+	hasCRC   bitset.Set // sample i has a CRC32C (crc[i]); else it is verified by checksum
+	nameOff  []uint32   // sample i's name is names[nameOff[i]:nameOff[i+1]]
 	names    []byte
 	meta     []metaColumn // the user's metadata columns, sorted by name (see meta.go)
 	targets  *targetInfo  // nil: the dataset has no targets (see targets.go)
@@ -135,7 +136,7 @@ func (b *IndexBuilder) Build() (*Index, error) {
 		size:     make([]uint32, n),
 		checksum: make([][sha256.Size]byte, n),
 		crc:      make([]uint32, n),
-		hasCRC:   make([]uint64, (n+63)/64),
+		hasCRC:   bitset.New(n),
 		nameOff:  make([]uint32, n+1),
 	}
 	total := 0
@@ -158,7 +159,7 @@ func (b *IndexBuilder) Build() (*Index, error) {
 		prev = int(key.k)
 		ix.ids[i], ix.label[i], ix.size[i], ix.checksum[i], ix.crc[i] = s.id, s.label, s.size, s.checksum, s.crc
 		if s.hasCRC {
-			ix.hasCRC[i/64] |= 1 << (i % 64)
+			ix.hasCRC.Put(uint32(i), true)
 		}
 		ix.nameOff[i] = uint32(len(ix.names))
 		ix.names = append(ix.names, s.name...)
@@ -228,7 +229,7 @@ func (ix *Index) Verify(i uint32, b store.Blob) error {
 		return err
 	}
 	switch {
-	case ix.hasCRC[i/64]&(1<<(i%64)) != 0:
+	case ix.hasCRC.Has(i):
 		if store.CRC32C(b.Data) != ix.crc[i] {
 			return fmt.Errorf("sample %s: blob checksum differs from the one stored at ingest (CRC32C): %w", ix.ids[i], store.ErrCorrupt)
 		}

@@ -1,6 +1,10 @@
 package view
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/cassfs/cassfs/internal/bitset"
+)
 
 // binding decides which sample a name of an epoch view shows (see the package doc): bind
 // returns the sample shown at index k of e's order, the same on every call for k.
@@ -25,16 +29,16 @@ type arrivalBinding struct {
 // arrivalState is one epoch view's bindings.
 type arrivalState struct {
 	mu     sync.Mutex
-	bound  []uint32 // guarded by mu; index in the view's order → bound sample + 1, 0 while unbound
-	taken  []uint64 // guarded by mu; bitset over canonical samples bound in this epoch
-	cursor []int    // guarded by mu; per label, index into ByClass before which all are taken
+	bound  []uint32   // guarded by mu; index in the view's order → bound sample + 1, 0 while unbound
+	taken  bitset.Set // guarded by mu; canonical samples bound in this epoch
+	cursor []int      // guarded by mu; per label, index into ByClass before which all are taken
 }
 
 func (e *Epoch) arrivalState() *arrivalState {
 	e.bindOnce.Do(func() {
 		e.bound = &arrivalState{
 			bound:  make([]uint32, len(e.Order)),
-			taken:  make([]uint64, (e.set.ix.Len()+63)/64),
+			taken:  bitset.New(e.set.ix.Len()),
 			cursor: make([]int, len(e.set.classNames)),
 		}
 	})
@@ -49,7 +53,7 @@ func (a *arrivalBinding) bind(e *Epoch, k uint32) uint32 {
 		return s - 1
 	}
 	label := e.set.ix.Label(e.Order[k])
-	taken := func(i uint32) bool { return b.taken[i/64]&(1<<(i%64)) != 0 }
+	taken := b.taken.Has
 	list := e.ByClass[label]
 	for b.cursor[label] < len(list) && taken(e.Order[list[b.cursor[label]]]) {
 		b.cursor[label]++
@@ -70,7 +74,7 @@ func (a *arrivalBinding) bind(e *Epoch, k uint32) uint32 {
 	}
 	// choice >= 0 always: this label has as many names as samples and this name is unbound.
 	i := e.Order[list[choice]]
-	b.taken[i/64] |= 1 << (i % 64)
+	b.taken.Put(i, true)
 	b.bound[k] = i + 1
 	return i
 }

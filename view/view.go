@@ -66,8 +66,8 @@ import (
 	"path"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -342,17 +342,8 @@ func (e *Epoch) firstLookup(k uint32) bool {
 	if !e.set.ix.HasTargets() {
 		return true
 	}
-	e.seenOnce.Do(func() { e.seen = make([]atomic.Uint64, (len(e.Order)+63)/64) })
-	w, bit := &e.seen[k/64], uint64(1)<<(k%64)
-	for {
-		old := w.Load()
-		if old&bit != 0 {
-			return false
-		}
-		if w.CompareAndSwap(old, old|bit) {
-			return true
-		}
-	}
+	e.seenOnce.Do(func() { e.seen = bitset.New(len(e.Order)) })
+	return e.seen.Add(k)
 }
 
 // UUIDName is sample i's name in by-uuid: its id and its file name's extension.
@@ -395,7 +386,7 @@ type Epoch struct {
 	lists [2]fileListState // file_list.txt, and that of the .targets twin
 
 	seenOnce sync.Once
-	seen     []atomic.Uint64 // with targets: positions looked up (in either directory)
+	seen     bitset.Set // with targets: positions looked up (in either directory)
 
 	bindOnce sync.Once
 	bound    *arrivalState // arrival bindings, made on first use
