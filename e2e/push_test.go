@@ -18,20 +18,26 @@ func readEpochGo(t testing.TB, d *srcDataset, root string, p int) []readSample {
 	t.Helper()
 	paths, labels := fileList(t, root)
 	items := make([]readSample, len(paths))
-	parallel(t, p, len(paths), func(k int) error {
-		data, err := os.ReadFile(filepath.Join(root, paths[k]))
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		label, err := strconv.Atoi(labels[k])
-		if err != nil {
-			return fmt.Errorf("file_list label %q: %v", labels[k], err)
-		}
-		items[k] = readSample{d.byHash[hex.EncodeToString(sum[:])], label}
-		return nil
+	parallel(t, p, len(paths), func(k int) (err error) {
+		items[k], err = readItem(d, root, paths[k], labels[k])
+		return err
 	})
 	return items
+}
+
+// readItem reads the file at path under root and matches its content to the source files;
+// label is its file_list label.
+func readItem(d *srcDataset, root, path, label string) (readSample, error) {
+	data, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		return readSample{}, err
+	}
+	n, err := strconv.Atoi(label)
+	if err != nil {
+		return readSample{}, fmt.Errorf("file_list label %q: %v", label, err)
+	}
+	sum := sha256.Sum256(data)
+	return readSample{d.byHash[hex.EncodeToString(sum[:])], n}, nil
 }
 
 // TestPushedEpochsSendNoReads: once a sample's inode is known (its first epoch), the mount
@@ -74,16 +80,11 @@ func TestPushedEpochsSendNoReads(t *testing.T) {
 		if k == len(paths)/2 {
 			dropFileData(t)
 		}
-		data, err := os.ReadFile(filepath.Join(root, p))
+		it, err := readItem(d, root, p, labels[k])
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := sha256.Sum256(data)
-		label, err := strconv.Atoi(labels[k])
-		if err != nil {
-			t.Fatalf("file_list label %q: %v", labels[k], err)
-		}
-		items = append(items, readSample{d.byHash[hex.EncodeToString(sum[:])], label})
+		items = append(items, it)
 	}
 	expectEachOnce(t, d, "epoch 1, the page cache dropped halfway", items)
 

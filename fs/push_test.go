@@ -130,7 +130,7 @@ func TestLookahead(t *testing.T) {
 			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
 			defer p.Close()
 			mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
-				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32, resident bool) { cache.PushHeldUnless(i, resident) }
+				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32, resident bool) { cache.PushHeld(i, resident) }
 			}})
 			toHelper, fromDaemon := io.Pipe()
 			toDaemon, fromHelper := io.Pipe()

@@ -53,7 +53,7 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
-	repush   bool // push held blobs again when Prefetch wants them (CacheOptions.NoRepush)
+	noRepush bool // CacheOptions.NoRepush
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -127,7 +127,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, repush: !opts.NoRepush,
+		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, noRepush: opts.NoRepush,
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -226,7 +226,7 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
-		if c.push != nil && c.repush && c.ctx.Err() == nil {
+		if c.push != nil && !c.noRepush && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy).
 			c.pushed[i] = struct{}{}
@@ -401,17 +401,12 @@ func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
 	return data, true
 }
 
-// PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push) and
-// reports whether it did; the blob counts as read from then on. Package fs calls it once a
-// name of the sample was looked up ahead of its reader: the reader's open and read will
-// not reach the cache.
-func (c *Cache) PushHeld(i uint32) bool { return c.pushHeldUnless(i, false) }
-
-// PushHeldUnless is PushHeld, but resident (its pages are in the page cache already)
-// only counts the blob as read.
-func (c *Cache) PushHeldUnless(i uint32, resident bool) bool { return c.pushHeldUnless(i, resident) }
-
-func (c *Cache) pushHeldUnless(i uint32, resident bool) bool {
+// PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push), unless it
+// was pushed already or resident (its pages are in the page cache still), and reports
+// whether the blob is there for its reader; it counts as read from then on. Package fs
+// calls it once a name of the sample was looked up ahead of its reader, or by a reader
+// itself: the reader's open and read will not reach the cache.
+func (c *Cache) PushHeld(i uint32, resident bool) bool {
 	if c.push == nil {
 		return false
 	}

@@ -239,7 +239,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	var helper *lookaheadHelper
-	if f.push && f.prefetch > 0 && f.lookahead > 0 && !m.ix.HasTargets() {
+	if f.looksAhead(m.ix) {
 		if helper, err = startLookahead(m.fs, dir, cfs.LookaheadOptions{Distance: f.lookahead}, log); err != nil {
 			log.Warn("names will not be looked up ahead of the readers", "err", err)
 		} else {
@@ -323,6 +323,12 @@ func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) 
 	return cacheBytes, shard, nil
 }
 
+// looksAhead reports whether the mount has names looked up ahead of its readers: with
+// pushing and prefetching, and without targets (two names per position).
+func (f *mountFlags) looksAhead(ix *splits.Index) bool {
+	return f.push && f.prefetch > 0 && f.lookahead > 0 && !ix.HasTargets()
+}
+
 // mount is what serves a mount: the index and splits, the cache and prefetcher, the views,
 // the filesystem and its metrics.
 type mount struct {
@@ -397,18 +403,17 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		fetch = m.disk.Fetch(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
-	var fsys *cfs.FS // made below, once the cache is; pushes start after the mount
 	switch {
 	case f.push && f.prefetch > 0:
 		// Prefetched blobs, from the database or the disk tier alike, go into the page
-		// cache ahead of their readers.
-		co.Push = func(i uint32, data []byte) bool { return fsys.Push(i, data) }
+		// cache ahead of their readers (m.fs is made below; pushes start after the mount).
+		co.Push = func(i uint32, data []byte) bool { return m.fs.Push(i, data) }
 		// With names looked up ahead, a held blob is pushed when its name is, and only if
 		// the helper found its pages gone (fs/lookahead.go): a push into resident pages
 		// was a third of the daemon's CPU in a warm epoch. Not with a disk tier, whose
 		// samples the helper waits for until they are in memory: there, pushing held
 		// blobs again as Prefetch wants them measured faster (bench/README.md).
-		co.NoRepush = f.lookahead > 0 && !ix.HasTargets() && f.cacheDir == ""
+		co.NoRepush = f.looksAhead(ix) && f.cacheDir == ""
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
@@ -438,7 +443,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
 	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32, resident bool) { m.cache.PushHeldUnless(i, resident) }
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32, resident bool) { m.cache.PushHeld(i, resident) }
 	}
 	if m.disk != nil {
 		fc.Backing = func(i uint32) (*os.File, bool) {
@@ -450,7 +455,6 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		}
 	}
 	m.fs = cfs.New(fc)
-	fsys = m.fs
 	hedges := func() int64 { return 0 }
 	if h, ok := st.(store.Hedger); ok {
 		hedges = h.Hedges
