@@ -105,10 +105,9 @@ type Config struct {
 	// are looked up ahead of the readers (StartLookahead) only over held samples.
 	Held func(i uint32) bool
 	// LookedAhead is told when a name of sample i was looked up ahead of its reader: the
-	// kernel knows the inode now, so its blob can be pushed unless resident (its pages are
-	// all in the page cache already); either way it counts as read (the reader's open and
-	// read will not reach cassfs).
-	LookedAhead func(i uint32, resident bool)
+	// kernel knows the inode now, so its blob can be pushed (and counts as read: the
+	// reader's open and read will not reach cassfs).
+	LookedAhead func(i uint32)
 	Logger      *slog.Logger
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"runtime"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-	"unsafe"
 
 	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/view"
@@ -29,13 +27,10 @@ import (
 // epoch at ~9,000 images/s through the mount, and at ~25,000/s (local disk's speed) once
 // the epoch's names had been looked up before. No FUSE notify creates a dentry; only a
 // lookup does. So a helper process looks the names up along the epoch's order, ahead of
-// the readers: the kernel caches each name and its inode for the entry timeout, and once
-// the helper's lookup has returned (the kernel knows the inode only then) the daemon
-// pushes the sample's blob into the inode's page cache, unless the helper found all its
-// pages there already (a mapping's mincore, which sends no request): the reader opens and
-// reads the file with no request reaching cassfs at all. A warm epoch then costs the
-// daemon a lookup per file and no copy (measured: 28–34 µs of CPU per image, against
-// 46–60 when every held blob was pushed again).
+// the readers: the kernel caches each name and its inode for the entry timeout, the daemon
+// pushes the sample's blob into the inode's page cache once the helper's lookup has
+// returned (the kernel knows the inode only then), and the reader opens and reads the file
+// with no request reaching cassfs at all.
 //
 // The readers' own lookups were the daemon's only news of their progress, which the
 // prefetcher's window follows. So one name in every LookaheadOptions.Every is left for the
@@ -53,7 +48,7 @@ import (
 // The helper is another process, never the daemon: a thread waiting on its own mount
 // cannot be killed while the daemon holds the request (see Mount). It reads
 // "<seq> <path>\n" lines on its standard input, looks each path up (fstatat), and answers
-// "<seq>\n", or "<seq> r\n" when the file's pages are all cached (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
+// "<seq>\n" (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
 // (or a reader's that caught up with it: either way it is reported with the next probe).
 //
 // lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
@@ -78,10 +73,10 @@ type lookahead struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	views   map[view.Key]*ahead     // guarded by mu: epoch views readers are in
-	pending map[pendingKey]struct{} // guarded by mu: names sent, not yet answered
-	bySeq   map[uint64]pendingKey   // guarded by mu
-	seq     uint64                  // guarded by mu
+	views   map[view.Key]*ahead   // guarded by mu: epoch views readers are in
+	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
+	bySeq   map[uint64]pendingKey // guarded by mu
+	seq     uint64                // guarded by mu
 
 	sent, answered atomic.Int64
 }
@@ -111,7 +106,8 @@ type LookaheadStats struct {
 
 // StartLookahead has names looked up ahead of the readers by a helper process (see the
 // comment above) that reads requests from out and answers on in; it returns when the
-// mount's lookahead is set up, and stops when in ends. Call it once, after Mount.
+// mount's lookahead is set up, and stops when in ends. Call it once, before or after
+// Mount: the helper is sent names only once readers look them up.
 func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) {
 	if opts.Distance <= 0 {
 		opts.Distance = 512
@@ -120,7 +116,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 		opts.Every = 32
 	}
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]struct{}{}, bySeq: map[uint64]pendingKey{}}
+		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}}
 	f.ahead.Store(la)
 	f.aheadStats.Store(la)
 	go la.feed()
@@ -142,6 +138,26 @@ func (la *lookahead) isPending(key view.Key, k uint32) bool {
 	defer la.mu.Unlock()
 	_, ok := la.pending[pendingKey{key, k}]
 	return ok
+}
+
+// lookedUp handles the lookup of a pending name, bound to sample i: where the kernel knows
+// the inode already (a sample read in an earlier epoch), its blob is pushed now, before the
+// lookup is answered, so that a reader who finds the name finds the bytes too; otherwise
+// when the helper's answer says the kernel knows it.
+func (la *lookahead) lookedUp(key view.Key, k, i uint32) {
+	if !la.f.known.Has(i) || la.f.cfg.LookedAhead == nil {
+		return
+	}
+	la.mu.Lock()
+	pk := pendingKey{key, k}
+	pushed, ok := la.pending[pk]
+	if ok && !pushed {
+		la.pending[pk] = true
+	}
+	la.mu.Unlock()
+	if ok && !pushed {
+		la.f.cfg.LookedAhead(i)
+	}
 }
 
 // readerAt records a reader's lookup of index k of view e, in the class directory at
@@ -243,7 +259,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			}
 			la.seq++
 			pk := pendingKey{a.e.Key, uint32(k)}
-			la.pending[pk] = struct{}{}
+			la.pending[pk] = false
 			la.bySeq[la.seq] = pk
 			a.sent.Put(uint32(k), true)
 			label := la.f.ix.Label(i)
@@ -264,14 +280,14 @@ func (la *lookahead) answers(in io.Reader) {
 	}()
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
-		line, resident := strings.CutSuffix(sc.Text(), " r")
-		seq, err := strconv.ParseUint(line, 10, 64)
+		seq, err := strconv.ParseUint(sc.Text(), 10, 64)
 		if err != nil {
 			la.f.log.Warn("lookahead helper: unexpected answer", "line", sc.Text())
 			continue
 		}
 		la.mu.Lock()
 		pk, ok := la.bySeq[seq]
+		pushed := la.pending[pk]
 		delete(la.bySeq, seq)
 		delete(la.pending, pk)
 		a := la.views[pk.key]
@@ -280,48 +296,20 @@ func (la *lookahead) answers(in io.Reader) {
 			continue
 		}
 		la.answered.Add(1)
+		if pushed {
+			continue
+		}
 		i := a.e.Order[pk.k]
 		name := a.e.NameAt(pk.k, false)
 		if b, ok := la.f.views.LookupAhead(a.e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
-			la.f.cfg.LookedAhead(b, resident)
+			la.f.cfg.LookedAhead(b)
 		}
 	}
-}
-
-// cached reports whether every page of the file is in the page cache (mincore of a
-// mapping of it: neither the open, OPEN being answered ENOSYS once per mount, nor the
-// mapping sends a request to the daemon).
-func cached(dir int, p string, size int64) bool {
-	if size <= 0 || size > 1<<30 {
-		return false
-	}
-	fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return false
-	}
-	defer unix.Close(fd)
-	m, err := unix.Mmap(fd, 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return false
-	}
-	defer unix.Munmap(m)
-	page := int64(os.Getpagesize())
-	vec := make([]byte, (size+page-1)/page)
-	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
-		return false
-	}
-	for _, v := range vec {
-		if v&1 == 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
 // looks each path up under root with workers threads (one lookup at a time each), and
-// writes "<seq>\n" to out once the lookup returned, found or not, or "<seq> r\n" if every
-// page of the file is in the page cache. It returns when in ends.
+// writes "<seq>\n" to out once the lookup returned, found or not. It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
 	// would keep it busy, and an unmount from outside (umount, fusermount -u) would fail.
@@ -353,12 +341,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 						break
 					}
 				}
-				answer := seq + "\n"
-				if cached(dir, base+p, st.Size) {
-					answer = seq + " r\n"
-				}
 				wmu.Lock()
-				w.WriteString(answer)
+				w.WriteString(seq + "\n")
 				if len(reqs) == 0 {
 					w.Flush()
 				}

@@ -258,6 +258,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		if !ok {
 			return nil, syscall.ENOENT
 		}
+		la.lookedUp(d.key, k, i)
 		d.fs.sampleAttr(i, &out.Attr)
 		return d.fs.sampleInode(ctx, d.EmbeddedInode(), i), 0
 	}
@@ -266,12 +267,6 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	la.readerAt(e, func() string { return d.Path(nil) }, k)
-	if d.fs.known.Has(i) && d.fs.cfg.LookedAhead != nil {
-		// A name the readers look up themselves (a probe, or before the helper starts in
-		// this view): held blobs are not pushed again ahead of them (only as names are
-		// looked up ahead), so push it now, before the answer, if its inode is known.
-		d.fs.cfg.LookedAhead(i, false)
-	}
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 

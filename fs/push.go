@@ -23,10 +23,12 @@ import (
 
 // PushStats counts pushes into the kernel's page cache.
 type PushStats struct {
-	Pushed  int64 // blobs written into the page cache of their inode
-	Bytes   int64 // bytes of them
-	Unknown int64 // not tried: the kernel did not know the inode (never looked up, or forgotten)
-	Failed  int64 // refused by the kernel (an inode forgotten meanwhile, memory)
+	Pushed int64 // blobs written into the page cache of their inode
+	Bytes  int64 // bytes of them
+	// Unknown counts pushes the kernel did not know the inode for: never looked up,
+	// forgotten, or its first lookup not answered yet (not tried, or answered ENOENT).
+	Unknown int64
+	Failed  int64 // refused by the kernel for another reason (memory)
 }
 
 type pushCounters struct {
@@ -56,7 +58,12 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	}
 	if st := s.InodeNotifyStoreCache(firstSampleIno+uint64(i), 0, data[:n]); st != fuse.OK {
 		if st == fuse.ENOENT {
-			f.known.Put(i, false) // forgotten, and the forget not yet seen: no more tries
+			// Forgotten with the forget not seen yet, or a push racing the inode's first
+			// lookup (known is set before the kernel has the answer): no more tries until
+			// the next lookup.
+			f.known.Put(i, false)
+			f.push.unknown.Add(1)
+			return false
 		}
 		f.push.failed.Add(1)
 		return false

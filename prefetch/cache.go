@@ -43,9 +43,6 @@ type CacheOptions struct {
 	// a fresh blob never read would hold back prefetching. It stays cached, first in line
 	// for eviction, for a READ that still comes (pages the kernel reclaimed).
 	Push func(i uint32, data []byte) bool
-	// NoRepush: a held blob wanted again is not pushed again by Prefetch: names looked up
-	// ahead push it then, unless its pages are still there (PushHeldUnless).
-	NoRepush bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -53,7 +50,6 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
-	noRepush bool // CacheOptions.NoRepush
 	fetch    Fetch
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -127,7 +123,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{}, noRepush: opts.NoRepush,
+		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -226,7 +222,7 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.used.remove(i)
 		c.fresh.Add(i, data)
 		c.freshBytes += int64(len(data))
-		if c.push != nil && !c.noRepush && c.ctx.Err() == nil {
+		if c.push != nil && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy).
 			c.pushed[i] = struct{}{}
@@ -402,11 +398,10 @@ func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
 }
 
 // PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push), unless it
-// was pushed already or resident (its pages are in the page cache still), and reports
-// whether the blob is there for its reader; it counts as read from then on. Package fs
-// calls it once a name of the sample was looked up ahead of its reader, or by a reader
-// itself: the reader's open and read will not reach the cache.
-func (c *Cache) PushHeld(i uint32, resident bool) bool {
+// was pushed already, and reports whether the blob is there for its reader; it counts as
+// read from then on. Package fs calls it once a name of the sample was looked up ahead of
+// its reader: the reader's open and read will not reach the cache.
+func (c *Cache) PushHeld(i uint32) bool {
 	if c.push == nil {
 		return false
 	}
@@ -414,9 +409,9 @@ func (c *Cache) PushHeld(i uint32, resident bool) bool {
 	_, done := c.pushed[i]
 	data, fresh := c.consumeLocked(i)
 	switch {
-	case fresh && (done || resident):
+	case fresh && done:
 		c.mu.Unlock()
-		return true // pushed as it arrived, or when Prefetch wanted it again, or still there
+		return true // pushed as it arrived, or when Prefetch wanted it again
 	case !fresh:
 		var held bool
 		if data, held = c.used.peek(i); !held {
@@ -429,9 +424,6 @@ func (c *Cache) PushHeld(i uint32, resident bool) bool {
 		c.ahead[i] = struct{}{} // ahead of Prefetch, which would push it again
 	}
 	c.mu.Unlock()
-	if resident {
-		return true
-	}
 	return c.push(i, data)
 }
 

@@ -382,10 +382,10 @@ func TestPushHeld(t *testing.T) {
 	c.Prefetch(0, 1000, 10, 0, nil)
 	c.Prefetch(1, 1000, 10, 0, nil)
 	waitFor(t, "two prefetches", func() bool { return c.Stats().Entries == 2 && c.Stats().InFlight == 0 })
-	if !c.PushHeld(0, false) || count(0) != 1 {
+	if !c.PushHeld(0) || count(0) != 1 {
 		t.Errorf("sample 0, pushed as it arrived: PushHeld pushed it again (%d pushes)", count(0))
 	}
-	if !c.PushHeld(1, false) || count(1) != 2 {
+	if !c.PushHeld(1) || count(1) != 2 {
 		t.Errorf("sample 1, whose push at arrival failed: %d pushes, want it pushed now", count(1))
 	}
 	if fb := c.Stats().FreshBytes; fb != 0 {
@@ -393,7 +393,7 @@ func TestPushHeld(t *testing.T) {
 	}
 	// Both are used now: looked up ahead in a later epoch, pushed again; Prefetch, coming
 	// after, leaves them alone.
-	if !c.PushHeld(0, false) || count(0) != 2 {
+	if !c.PushHeld(0) || count(0) != 2 {
 		t.Errorf("a used blob looked up ahead: %d pushes, want 2", count(0))
 	}
 	c.Prefetch(0, 1000, 10, 0, nil)
@@ -402,7 +402,7 @@ func TestPushHeld(t *testing.T) {
 	if count(0) != 2 {
 		t.Errorf("Prefetch pushed sample 0 again after PushHeld had (%d pushes)", count(0))
 	}
-	if c.PushHeld(9, false) || count(9) != 0 {
+	if c.PushHeld(9) || count(9) != 0 {
 		t.Error("PushHeld of a sample not held reported true or pushed")
 	}
 	if err := c.checkInvariants(); err != nil {

@@ -26,9 +26,7 @@
 //
 // With CacheOptions.Push, each prefetched blob is also handed on as it arrives (package fs
 // writes it into the kernel's page cache, so its reader sends no READ), and so is a held
-// blob wanted again by a later epoch (its pages may have been reclaimed since), unless
-// CacheOptions.NoRepush leaves that to whoever looks its name up ahead (PushHeld,
-// which knows whether the pages are still there). A pushed
+// blob wanted again by a later epoch (its pages may have been reclaimed since). A pushed
 // blob counts as read once its reader looks it up (Looked), since no Get may come; it stays
 // cached, among the used blobs evicted first, for a READ that still comes. The bound is
 // unchanged: MaxBytes is what the daemon holds; pushed pages are the kernel's page cache.

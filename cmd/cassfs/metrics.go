@@ -89,7 +89,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 	} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cassfs_page_cache_pushes_total", ConstLabels: prometheus.Labels{"result": r.result},
-			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, or forgotten); failed (refused by the kernel).",
+			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason).",
 		}, func() float64 { return float64(r.v(f.PushStats())) }))
 	}
 }

@@ -228,6 +228,17 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 			return err
 		}
 	}
+	// The helper is started before the mount: a process forked while the daemon holds
+	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
+	// connection alive for that moment, its requests then aborted instead of refused.
+	var helper *lookaheadHelper
+	if f.looksAhead(m.ix) {
+		if helper, err = startLookahead(m.fs, dir, cfs.LookaheadOptions{Distance: f.lookahead}, log); err != nil {
+			log.Warn("names will not be looked up ahead of the readers", "err", err)
+		} else {
+			defer helper.stop(log)
+		}
+	}
 	server, err := cfs.Mount(dir, m.fs, cfs.MountOptions{
 		FsName:        "cassfs:" + st.Dataset(),
 		AllowOther:    f.allowOther,
@@ -237,14 +248,6 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	})
 	if err != nil {
 		return err
-	}
-	var helper *lookaheadHelper
-	if f.looksAhead(m.ix) {
-		if helper, err = startLookahead(m.fs, dir, cfs.LookaheadOptions{Distance: f.lookahead}, log); err != nil {
-			log.Warn("names will not be looked up ahead of the readers", "err", err)
-		} else {
-			defer helper.stop(log)
-		}
 	}
 	m.metrics.info(st.Dataset(), dir, m.ix.Len())
 	if closeControl, err := m.metrics.serveControl(ctx, dir, log); err != nil {
@@ -408,12 +411,6 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		// Prefetched blobs, from the database or the disk tier alike, go into the page
 		// cache ahead of their readers (m.fs is made below; pushes start after the mount).
 		co.Push = func(i uint32, data []byte) bool { return m.fs.Push(i, data) }
-		// With names looked up ahead, a held blob is pushed when its name is, and only if
-		// the helper found its pages gone (fs/lookahead.go): a push into resident pages
-		// was a third of the daemon's CPU in a warm epoch. Not with a disk tier, whose
-		// samples the helper waits for until they are in memory: there, pushing held
-		// blobs again as Prefetch wants them measured faster (bench/README.md).
-		co.NoRepush = f.looksAhead(ix) && f.cacheDir == ""
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
@@ -443,7 +440,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
 	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32, resident bool) { m.cache.PushHeld(i, resident) }
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
 	}
 	if m.disk != nil {
 		fc.Backing = func(i uint32) (*os.File, bool) {
