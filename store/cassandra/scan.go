@@ -36,17 +36,17 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	q += c.cql(` FROM DS.samples WHERE token(id) > ? AND token(id) <= ? LIMIT ?`)
 
 	var (
-		fnMu   sync.Mutex // serializes fn
-		failed bool       // guarded by fnMu; no fn call after fn failed
+		fnMu  sync.Mutex // serializes fn
+		fnErr error      // guarded by fnMu; fn's error: no fn call after it
 	)
 	call := func(s store.Sample) error {
 		fnMu.Lock()
 		defer fnMu.Unlock()
-		if failed {
+		if fnErr != nil {
 			return errCallerFailed
 		}
 		if err := fn(s); err != nil {
-			failed = true
+			fnErr = err
 			return &callerError{err}
 		}
 		return nil
@@ -68,9 +68,13 @@ func (c *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 	c.mu.Lock()
 	c.lastScan = rs.stats
 	c.mu.Unlock()
-	var ce *callerError
-	if errors.As(err, &ce) {
-		return ce.err // the caller's own error, as it gave it
+	fnMu.Lock()
+	failed := fnErr
+	fnMu.Unlock()
+	if failed != nil {
+		// The caller's own error, as it gave it, whichever page the scan ended at: another
+		// page in flight may have ended first, at errCallerFailed.
+		return failed
 	}
 	if err != nil {
 		return fmt.Errorf("scan dataset %q, %w", c.cfg.Dataset, err)
