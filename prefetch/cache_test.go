@@ -314,6 +314,8 @@ func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 		c.Prefetch(i, 1000, 10, 0, nil)
 	}
 	waitFor(t, "three prefetches to arrive", func() bool { return c.Stats().Entries == 3 && c.Stats().InFlight == 0 })
+	// Pushes end after the arrival is visible: wait until sample 2's refusal is recorded.
+	waitFor(t, "the three pushes to end", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pushed) == 2 })
 	if err := c.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +384,8 @@ func TestPushHeld(t *testing.T) {
 	c.Prefetch(0, 1000, 10, 0, nil)
 	c.Prefetch(1, 1000, 10, 0, nil)
 	waitFor(t, "two prefetches", func() bool { return c.Stats().Entries == 2 && c.Stats().InFlight == 0 })
+	// Pushes end after the arrival is visible: wait until sample 1's refusal is recorded.
+	waitFor(t, "the two pushes to end", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pushed) == 1 })
 	if !c.PushHeld(0) || count(0) != 1 {
 		t.Errorf("sample 0, pushed as it arrived: PushHeld pushed it again (%d pushes)", count(0))
 	}
