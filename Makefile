@@ -55,7 +55,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -run '^$$' -bench CachedEpochSources -benchtime 1x -count 3 -timeout 30m ./fs/ | tee bench/cached-epoch-sources.txt
 	$(GO) test -run '^$$' -bench Create -benchtime 1x -count 1 -benchmem -timeout 30m ./splits/ | tee bench/split-create.txt
 	$(GO) test -run '^$$' -bench BlobFloor -count 3 -timeout 30m ./prefetch/ | tee bench/blob-floor.txt
-	$(GO) test -run '^$$' -bench EvictionPolicies -benchtime 1x -count 1 -timeout 30m ./prefetch/ | tee bench/eviction-policies.txt
+	$(GO) test -run '^$$' -bench EvictionPolicies -benchtime 1x -count 1 -timeout 30m ./evict/ | tee bench/eviction-policies.txt
 	$(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -count 1 -timeout 30m -v ./e2e/ 2>&1 | tee bench/soak.txt
 	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench 'Latency$$' -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
 	CASSFS_BENCH_CURVE=$(CURDIR)/bench/latency-curve.json $(GO) test -tags e2e -run '^$$' -bench LatencyCurve -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency-curve.txt
@@ -68,7 +68,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 # mutant. Not part of make test (about 20 minutes on two cores); run it after changing these
 # packages and look at every mutant that lived (docs/mutation.md).
 GREMLINS := github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
-MUTATE_PKGS ?= prefetch splits view store store/memstore ingest
+MUTATE_PKGS ?= prefetch evict disktier index splits view store store/memstore ingest
 
 mutate: ## mutation testing of the packages that hold the invariants; scores and survivors in .cache/mutate/
 	@mkdir -p .cache/mutate

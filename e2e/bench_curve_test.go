@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/google/uuid"
 )
 
@@ -58,7 +58,7 @@ type curvePoint struct {
 func BenchmarkLatencyCurve(b *testing.B) {
 	count := 10_000
 	if s := os.Getenv("CASSFS_CURVE_COUNT"); s != "" {
-		count = storetest.Must(strconv.Atoi(s))(b)
+		count = testkit.Must(strconv.Atoi(s))(b)
 	}
 	rtts := []float64{0.1, 20, 50, 150, 300}
 	if s := os.Getenv("CASSFS_CURVE_RTTS"); s != "" {
@@ -173,7 +173,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			ln.proxy.Stop()
 		}
 		if out := os.Getenv("CASSFS_BENCH_CURVE"); out != "" {
-			data := storetest.Must(json.MarshalIndent(points, "", " "))(b)
+			data := testkit.Must(json.MarshalIndent(points, "", " "))(b)
 			if err := os.WriteFile(out, data, 0o644); err != nil {
 				b.Fatal(err)
 			}
@@ -213,7 +213,7 @@ func nodePID(b *testing.B) int {
 	if m == nil {
 		b.Fatalf("no running node 1 (cassandra.sh status: %v): %s", err, out)
 	}
-	return storetest.Must(strconv.Atoi(string(m[1])))(b)
+	return testkit.Must(strconv.Atoi(string(m[1])))(b)
 }
 
 // readerRun runs a reader's timing script and returns the images it read and the seconds

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // BenchmarkImageNetScale: a dataset of ImageNet-1k's size (1,281,167 generated samples of
@@ -29,7 +29,7 @@ import (
 func BenchmarkImageNetScale(b *testing.B) {
 	count := 1_281_167
 	if s := os.Getenv("CASSFS_IMAGENET_COUNT"); s != "" {
-		count = storetest.Must(strconv.Atoi(s))(b)
+		count = testkit.Must(strconv.Atoi(s))(b)
 	}
 	const classes = 1000
 	dir := b.TempDir()

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // cluster is a three-node Cassandra started by cassandra.sh beside the suite's node, on
@@ -48,7 +48,7 @@ func (c *cluster) pid(t testing.TB, i int) int {
 	if m == nil {
 		t.Fatalf("node %d is not running (cassandra.sh status: %v):\n%s", i, err, out)
 	}
-	pid := storetest.Must(strconv.Atoi(string(m[1])))(t)
+	pid := testkit.Must(strconv.Atoi(string(m[1])))(t)
 	return pid
 }
 

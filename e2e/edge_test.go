@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/ingest"
-	"github.com/cassfs/cassfs/splits"
 )
 
 // TestEdgeCases: a dataset of one sample, in a class with spaces and unicode in its name,
@@ -20,15 +20,15 @@ import (
 func TestEdgeCases(t *testing.T) {
 	root := t.TempDir()
 	class := "ünï cödé class"
-	long := strings.Repeat("é", (splits.MaxNameLen-4)/2) + ".jpg" // 2-byte runes
-	if len(long) > splits.MaxNameLen || len(long) < splits.MaxNameLen-1 {
+	long := strings.Repeat("é", (index.MaxNameLen-4)/2) + ".jpg" // 2-byte runes
+	if len(long) > index.MaxNameLen || len(long) < index.MaxNameLen-1 {
 		t.Fatalf("test name is %d bytes", len(long))
 	}
 	big := bytes.Repeat([]byte("0123456789abcdef"), ingest.DefaultMaxSize/16)
 	for name, data := range map[string][]byte{
 		long:       big,
 		"over.jpg": append(big, 'x'),
-		strings.Repeat("a", splits.MaxNameLen-3) + ".jpg": []byte("too long a name"),
+		strings.Repeat("a", index.MaxNameLen-3) + ".jpg": []byte("too long a name"),
 	} {
 		if err := os.MkdirAll(filepath.Join(root, class), 0o755); err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/store/storetest"
@@ -90,7 +91,7 @@ func TestIngestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	classDirs := storetest.Must(os.ReadDir(root))(t)
+	classDirs := testkit.Must(os.ReadDir(root))(t)
 	var wantLabels []string
 	for _, d := range classDirs {
 		wantLabels = append(wantLabels, d.Name())

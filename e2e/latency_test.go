@@ -18,9 +18,9 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/Shopify/toxiproxy/v2/collectors"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -268,7 +268,7 @@ func BenchmarkLatency(b *testing.B) {
 			ln.proxy.Stop()
 		}
 		if out := os.Getenv("CASSFS_BENCH_BATCHES"); out != "" {
-			data := storetest.Must(json.Marshal(batches))(b)
+			data := testkit.Must(json.Marshal(batches))(b)
 			if err := os.WriteFile(out, data, 0o644); err != nil {
 				b.Fatal(err)
 			}
@@ -301,7 +301,7 @@ func peakRSSMiB(b *testing.B, m *mounted) float64 {
 	if mm == nil {
 		b.Fatalf("no VmHWM in /proc/%d/status", m.cmd.Process.Pid)
 	}
-	kb := storetest.Must(strconv.Atoi(string(mm[1])))(b)
+	kb := testkit.Must(strconv.Atoi(string(mm[1])))(b)
 	return float64(kb) / 1024
 }
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // TestMetricsEndpoint: reading an epoch in order through a mount with prefetching shows in
@@ -196,7 +196,7 @@ func TestBenchCommand(t *testing.T) {
 	if cols == nil {
 		t.Fatalf("bench output lacks the mount's CPU and fetches per file:\n%s", r.stdout)
 	}
-	if f := storetest.Must(strconv.ParseFloat(cols[3], 64))(t); f < 1 {
+	if f := testkit.Must(strconv.ParseFloat(cols[3], 64))(t); f < 1 {
 		t.Errorf("mount: %s fetches per file read from a fresh mount, want at least 1:\n%s", cols[3], r.stdout)
 	}
 }
@@ -211,7 +211,7 @@ func rssBound(t testing.TB, cache, samples int) float64 {
 	if m == nil {
 		t.Fatalf("cassfs mount --help states no memory bound for --cache-size:\n%s", r.stdout)
 	}
-	perSample := storetest.Must(strconv.Atoi(m[1]))(t)
-	overhead := storetest.Must(strconv.Atoi(m[2]))(t)
+	perSample := testkit.Must(strconv.Atoi(m[1]))(t)
+	overhead := testkit.Must(strconv.Atoi(m[2]))(t)
 	return float64(cache + samples*perSample + overhead<<20)
 }

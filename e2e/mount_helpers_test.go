@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/synth"
 )
@@ -84,7 +84,7 @@ type srcDataset struct {
 	root   string            // the generated ImageFolder tree
 	sha    map[string]string // "<class>/<file>" → sha256 of the file
 	byHash map[string]string // sha256 → "<class>/<file>"
-	ix     *splits.Index
+	ix     *index.Index
 }
 
 var (
@@ -156,7 +156,7 @@ func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string)
 		return nil, err
 	}
 	defer st.Close()
-	if d.ix, err = splits.LoadIndex(context.Background(), st); err != nil {
+	if d.ix, err = index.Load(context.Background(), st); err != nil {
 		return nil, err
 	}
 	return d, nil

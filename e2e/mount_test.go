@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/splits"
-	"github.com/cassfs/cassfs/store/storetest"
 )
 
 func sh(t *testing.T, dir string, name string, args ...string) string {
@@ -60,11 +60,11 @@ func TestShellTools(t *testing.T) {
 	}
 	var total int64
 	for rel := range d.sha {
-		fi := storetest.Must(os.Stat(filepath.Join(d.root, rel)))(t)
+		fi := testkit.Must(os.Stat(filepath.Join(d.root, rel)))(t)
 		total += fi.Size()
 	}
 	duOut := strings.Fields(sh(t, root, "du", "-s", "--apparent-size", "-B1", "."))
-	if got := storetest.Must(strconv.ParseInt(duOut[0], 10, 64))(t); got < total || got > total+1<<20 {
+	if got := testkit.Must(strconv.ParseInt(duOut[0], 10, 64))(t); got < total || got > total+1<<20 {
 		t.Errorf("du --apparent-size: %d bytes, the samples total %d", got, total)
 	}
 	statOut := sh(t, root, "stat", "-c", "%s %F", "file_list.txt")
@@ -87,7 +87,7 @@ func TestShellTools(t *testing.T) {
 	}
 	paths, _ := fileList(t, root)
 	catOut, err := exec.Command("cat", filepath.Join(root, paths[0])).Output()
-	want := storetest.Must(os.ReadFile(filepath.Join(d.root, origName(paths[0]))))(t)
+	want := testkit.Must(os.ReadFile(filepath.Join(d.root, origName(paths[0]))))(t)
 	if err != nil || !bytes.Equal(catOut, want) {
 		t.Errorf("cat %s: %d bytes (%v), want the source's %d", paths[0], len(catOut), err, len(want))
 	}
@@ -192,8 +192,8 @@ func TestEpochsAcrossMounts(t *testing.T) {
 	if slices.Equal(e0, seed8) {
 		t.Error("seeds 7 and 8 give the same order")
 	}
-	la := storetest.Must(os.ReadDir(filepath.Join(a.dir, "all", "epoch-0", "class_002")))(t)
-	lb := storetest.Must(os.ReadDir(filepath.Join(b.dir, "all", "epoch-0", "class_002")))(t)
+	la := testkit.Must(os.ReadDir(filepath.Join(a.dir, "all", "epoch-0", "class_002")))(t)
+	lb := testkit.Must(os.ReadDir(filepath.Join(b.dir, "all", "epoch-0", "class_002")))(t)
 	if len(la) == 0 || len(la) != len(lb) {
 		t.Fatalf("class listings of two mounts: %d and %d entries", len(la), len(lb))
 	}
@@ -227,7 +227,7 @@ func TestCassandraOutage(t *testing.T) {
 	if pm == nil {
 		t.Fatalf("no running node 1 (cassandra.sh status: %v): %s", err, status)
 	}
-	pid := storetest.Must(strconv.Atoi(string(pm[1])))(t)
+	pid := testkit.Must(strconv.Atoi(string(pm[1])))(t)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

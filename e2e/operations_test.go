@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // publicDir is a new directory other users can enter (t.TempDir's parents are private).
@@ -63,13 +63,13 @@ func TestDaemonAndMountHelper(t *testing.T) {
 	if r.code != 0 || m == nil || !isMounted(dir) {
 		t.Fatalf("mount --daemon: %s", r)
 	}
-	pid := storetest.Must(strconv.Atoi(m[1]))(t)
+	pid := testkit.Must(strconv.Atoi(m[1]))(t)
 	if r := cassfs(t, "stats", "--interval", "10ms", dir); r.code != 0 {
 		t.Errorf("stats of the background mount: %s", r)
 	}
 	umount(t, dir)
 	waitExit(t, pid, 10*time.Second)
-	if log := storetest.Must(os.ReadFile(m[2]))(t); !strings.Contains(string(log), "unmounted from outside") {
+	if log := testkit.Must(os.ReadFile(m[2]))(t); !strings.Contains(string(log), "unmounted from outside") {
 		t.Errorf("the background mount's log %s does not say it was unmounted:\n%s", m[2], log)
 	}
 

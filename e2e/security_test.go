@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/gocql/gocql"
 )
 
@@ -70,7 +70,7 @@ func (n *secureNode) session(t *testing.T) *gocql.Session {
 // otherCA writes a CA certificate that signed nothing the node has.
 func otherCA(t *testing.T) string {
 	t.Helper()
-	key := storetest.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))(t)
+	key := testkit.Must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))(t)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another CA"}, IsCA: true,
 		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
@@ -120,7 +120,7 @@ func TestTLSAndPasswords(t *testing.T) {
 	}
 
 	m := startMount(t, "secure", append(tlsFlags, "--password-file", passFile)...)
-	want := storetest.Must(os.ReadFile(filepath.Join(src, "images", "class_000", mustFirst(t, filepath.Join(src, "images", "class_000")))))(t)
+	want := testkit.Must(os.ReadFile(filepath.Join(src, "images", "class_000", mustFirst(t, filepath.Join(src, "images", "class_000")))))(t)
 	list, _ := fileList(t, filepath.Join(m.dir, "all", "epoch-0"))
 	read := 0
 	for _, p := range list {

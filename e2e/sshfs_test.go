@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // sshd is an OpenSSH server on loopback for the sshfs baseline: its own host and user keys,
@@ -32,7 +32,7 @@ func startSSHD(t testing.TB) *sshd {
 			t.Fatalf("ssh-keygen: %v\n%s", err, out)
 		}
 	}
-	pub := storetest.Must(os.ReadFile(filepath.Join(dir, "user.pub")))(t)
+	pub := testkit.Must(os.ReadFile(filepath.Join(dir, "user.pub")))(t)
 	os.WriteFile(filepath.Join(dir, "authorized_keys"), pub, 0o600)
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // find a free port
 	if err != nil {

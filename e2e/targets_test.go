@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // TestTargetsWithReaders: a generated segmentation dataset (a mask per image whose pixels
@@ -52,7 +52,7 @@ func TestTargetsWithReaders(t *testing.T) {
 		t.Fatalf("masks of class_000: %v", err)
 	}
 	orig := filepath.Join(first, entries[0].Name())
-	storetest.Check(t, os.Rename(orig, filepath.Join(first, "stray.png")))
+	testkit.Check(t, os.Rename(orig, filepath.Join(first, "stray.png")))
 	r := cassfs(t, "ingest", "-d", name, "--progress", "none", "--targets", masks, images)
 	if r.code == 0 || !strings.Contains(r.stderr, "class_000/stray.png matches no image") || !strings.Contains(r.stderr, "has no target") {
 		t.Errorf("ingest with a mismatched target: %s", r)
@@ -60,7 +60,7 @@ func TestTargetsWithReaders(t *testing.T) {
 	if r := cassfs(t, "dataset", "list"); strings.Contains(r.stdout, name) {
 		t.Errorf("a failed ingest left dataset %s behind:\n%s", name, r.stdout)
 	}
-	storetest.Check(t, os.Rename(filepath.Join(first, "stray.png"), orig))
+	testkit.Check(t, os.Rename(filepath.Join(first, "stray.png"), orig))
 	if r := cassfs(t, "ingest", "-d", name, "--progress", "none", "--targets", masks, images); r.code != 0 {
 		t.Fatalf("ingest --targets: %s", r)
 	}
@@ -118,11 +118,11 @@ func TestTargetsWithReaders(t *testing.T) {
 	t.Run("unlabeled", func(t *testing.T) {
 		flat, flatMasks := t.TempDir(), t.TempDir()
 		entries, err := os.ReadDir(filepath.Join(images, "class_000"))
-		storetest.Check(t, err)
+		testkit.Check(t, err)
 		for _, e := range entries {
-			storetest.Check(t, os.Symlink(filepath.Join(images, "class_000", e.Name()), filepath.Join(flat, e.Name())))
+			testkit.Check(t, os.Symlink(filepath.Join(images, "class_000", e.Name()), filepath.Join(flat, e.Name())))
 			mask := strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())) + ".png"
-			storetest.Check(t, os.Symlink(filepath.Join(masks, "class_000", mask), filepath.Join(flatMasks, mask)))
+			testkit.Check(t, os.Symlink(filepath.Join(masks, "class_000", mask), filepath.Join(flatMasks, mask)))
 		}
 		plain := newDataset(t, "segflat")
 		if r := cassfs(t, "ingest", "-d", plain, "--progress", "none", "--unlabeled", "--targets", flatMasks, flat); r.code != 0 {

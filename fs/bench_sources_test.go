@@ -16,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/disktier"
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/cassfs/cassfs/view"
 )
 
@@ -53,7 +55,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 	}
 	ctx := context.Background()
 	st := memstore.New("test", memstore.Options{})
-	storetest.Check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
+	testkit.Check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
 	const n = 4000
 	for i := range n {
 		name := fmt.Sprintf("%s/tile_%07d.jpg", []string{"a", "b", "c", "d"}[i%4], i)
@@ -61,11 +63,11 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 		for k := range data {
 			data[k] = byte(i + k*7)
 		}
-		storetest.Check(b, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: i % 4, Name: name, Size: int64(len(data)),
+		testkit.Check(b, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: i % 4, Name: name, Size: int64(len(data)),
 			Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}, data, nil))
 	}
-	ix, err := splits.LoadIndex(ctx, st)
-	storetest.Check(b, err)
+	ix, err := index.Load(ctx, st)
+	testkit.Check(b, err)
 	for range b.N {
 		var localRate float64
 		for _, source := range benchSources() {
@@ -73,10 +75,10 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 				root := b.TempDir()
 				for i := range ix.Len() {
 					blob, err := st.Get(ctx, ix.ID(uint32(i)), nil)
-					storetest.Check(b, err)
+					testkit.Check(b, err)
 					name := fmt.Sprintf("c%d/f%06d.jpg", i%4, i)
 					os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755)
-					storetest.Check(b, os.WriteFile(filepath.Join(root, name), blob.Data, 0o644))
+					testkit.Check(b, os.WriteFile(filepath.Join(root, name), blob.Data, 0o644))
 				}
 				var took time.Duration
 				for e := range uint64(3) {
@@ -87,9 +89,9 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 					for _, i := range splits.Permutation(n, "local", 1, e) {
 						fmt.Fprintf(&list, "c%d/f%06d.jpg %d\n", i%4, i, i%4)
 					}
-					storetest.Check(b, os.WriteFile(filepath.Join(root, "file_list.txt"), []byte(list.String()), 0o644))
+					testkit.Check(b, os.WriteFile(filepath.Join(root, "file_list.txt"), []byte(list.String()), 0o644))
 					exec.Command("sync").Run()
-					storetest.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
+					testkit.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
 					took += readEpoch(b, root)
 				}
 				localRate = 3 * n / took.Seconds()
@@ -97,13 +99,13 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 				continue
 			}
 			cache := prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len()})
-			var backing func(i uint32) (*os.File, bool)
+			var backing cfs.Backing
 			arrived := cache.Has
 			if source == "disk-read" {
-				d, err := prefetch.OpenDiskTier(b.TempDir(), "test", ix, 1<<40, nil)
-				storetest.Check(b, err)
+				d, err := disktier.Open(b.TempDir(), "test", ix, 1<<40, nil)
+				testkit.Check(b, err)
 				b.Cleanup(func() { d.Close() })
-				cache = prefetch.NewCache(d.Fetch(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 64 << 20, Samples: ix.Len()})
+				cache = prefetch.NewCache(d.Over(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 64 << 20, Samples: ix.Len()})
 				arrived = cache.Has
 			} else if source != "memory" {
 				dir := b.TempDir()
@@ -111,29 +113,29 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 					dir = filepath.Join("/dev/shm", fmt.Sprintf("cassfs-bench-%d", os.Getpid()))
 					b.Cleanup(func() { os.RemoveAll(dir) })
 				}
-				d, err := prefetch.OpenDiskTier(dir, "test", ix, 1<<40, nil)
-				storetest.Check(b, err)
+				d, err := disktier.Open(dir, "test", ix, 1<<40, nil)
+				testkit.Check(b, err)
 				b.Cleanup(func() { d.Close() })
-				cache = prefetch.NewCache(d.Fetch(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len(), Local: d.Holds})
-				backing = func(i uint32) (*os.File, bool) {
+				cache = prefetch.NewCache(d.Over(prefetch.StoreFetch(st, ix)), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: ix.Len(), Local: d.Holds})
+				backing = backingFunc(func(i uint32) (*os.File, bool) {
 					f, ok := d.Backing(i)
 					if ok {
 						cache.Drop(i)
 					}
 					return f, ok
-				}
+				})
 				arrived = func(i uint32) bool { return cache.Has(i) || d.Holds(i) }
 			}
 			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: ix.BlobSize})
 			vs := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: view.Arrival, Arrived: arrived, Progress: p})
 			mnt := b.TempDir()
-			server := mountSelf(b, mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache.Get, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench", NoPassthrough: source == "disk-splice"})
+			server := mountSelf(b, mnt, cfs.New(cfs.Config{Views: vs, Blobs: cache, Backing: backing}), cfs.MountOptions{FsName: "cassfs:bench", NoPassthrough: source == "disk-splice"})
 			readEpoch(b, filepath.Join(mnt, "all", "epoch-0")) // fills the cache or the tier
 			var files, cpu float64
 			var took time.Duration
 			for e := 1; e <= 3; e++ {
 				exec.Command("sync").Run()
-				storetest.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
+				testkit.Check(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0))
 				c0 := selfCPU()
 				took += readEpoch(b, filepath.Join(mnt, "all", fmt.Sprintf("epoch-%d", e)))
 				cpu += float64((selfCPU() - c0).Microseconds())
@@ -142,7 +144,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 			b.ReportMetric(files/took.Seconds(), source+"-files/s")
 			b.ReportMetric(files/took.Seconds()/localRate, source+"/local")
 			b.ReportMetric(cpu/files, source+"-daemon-cpu-us/file")
-			storetest.Check(b, server.Unmount())
+			testkit.Check(b, server.Unmount())
 			p.Close()
 			cache.Close()
 		}

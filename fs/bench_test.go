@@ -13,6 +13,7 @@ import (
 	"time"
 
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -21,18 +22,18 @@ import (
 
 // bigIndex builds an index of n samples in the given number of classes, with names like
 // ImageNet's ("n01440764_10026.JPEG", 20 bytes).
-func bigIndex(b *testing.B, n, classes int) *splits.Index {
+func bigIndex(b *testing.B, n, classes int) *index.Index {
 	return bigIndexMeta(b, n, classes, nil)
 }
 
 // bigIndexMeta is bigIndex with metadata: sample i's columns meta(i).
-func bigIndexMeta(b *testing.B, n, classes int, meta func(i int) map[string]string) *splits.Index {
+func bigIndexMeta(b *testing.B, n, classes int, meta func(i int) map[string]string) *index.Index {
 	b.Helper()
 	var labels []string
 	for c := range classes {
 		labels = append(labels, fmt.Sprintf("n%08d", c))
 	}
-	ib := splits.NewIndexBuilder(labels)
+	ib := index.NewBuilder(labels)
 	for i := range n {
 		c := i % classes
 		name := fmt.Sprintf("%s/%s_%05d.JPEG", labels[c], labels[c], i)
@@ -133,11 +134,11 @@ func BenchmarkHugeDirectory(b *testing.B) {
 	}
 	const n = 1_000_000
 	ix := bigIndex(b, n, 1)
-	cache := prefetch.NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 110_000), nil }, prefetch.CacheOptions{})
+	cache := prefetch.NewCache(prefetch.FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 110_000), nil }), prefetch.CacheOptions{})
 	defer cache.Close()
 	for range b.N {
 		dir := b.TempDir()
-		server := mountSelf(b, dir, cfs.New(cfs.Config{Views: view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}}), Blobs: cache.Get}), cfs.MountOptions{FsName: "cassfs:bench"})
+		server := mountSelf(b, dir, cfs.New(cfs.Config{Views: view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}}), Blobs: cache}), cfs.MountOptions{FsName: "cassfs:bench"})
 		b.Cleanup(func() { server.Unmount() })
 		class := filepath.Join(dir, "all", "epoch-0", ix.Labels()[0])
 		before := heapInUse()

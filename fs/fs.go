@@ -50,7 +50,10 @@
 //	      → Prefetcher.Access      prefetch: the window moves; fetches start ahead
 //	READ                           fs: the sample's node
 //	  → BlobSource (Cache.Get)     prefetch: from memory, joining a fetch, or fetching
-//	      → store.Store.Get        store/cassandra: the blob, verified against the index
+//	      → prefetch.Fetcher       disk tier, store: the blob, verified against the index
+//
+// The whole chain, down to the database, and the locks taken across packages are in
+// the package doc of mount.
 //
 // LOOKUP, GETATTR and READDIR are served from the in-memory index and views and never
 // touch the database.
@@ -70,16 +73,27 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/bitset"
-	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// BlobSource returns sample i's content (canonical index). It must honour ctx and bound its
-// own time; the returned slice is not modified by the filesystem.
-type BlobSource func(ctx context.Context, i uint32) ([]byte, error)
+// BlobSource is where READs find a sample's content: *prefetch.Cache, from memory, joining
+// the fetch in flight or fetching.
+type BlobSource interface {
+	// Get returns sample i's content (canonical index). It must honour ctx and bound its
+	// own time; the returned slice is not modified by the filesystem.
+	Get(ctx context.Context, i uint32) ([]byte, error)
+}
+
+// Backing is where samples held in local files are opened from: the disk tier.
+type Backing interface {
+	// Backing opens a local file holding sample i's verified content (a sample's target
+	// follows its blob in the same file), or reports false.
+	Backing(i uint32) (*os.File, bool)
+}
 
 // Config describes a mount.
 type Config struct {
@@ -89,14 +103,12 @@ type Config struct {
 	// (default 10); any epoch resolves on lookup.
 	EpochsListed int
 	Blobs        BlobSource
-	// Backing, if set, opens a local file holding sample i's verified content (the disk
-	// tier; a sample's target follows its blob in the same file), or reports false. Such
-	// samples are served from their files: where the kernel allows it (FUSE passthrough,
+	// Backing, if set, holds samples in local files (the disk tier). Such samples are served from their files: where the kernel allows it (FUSE passthrough,
 	// Linux 6.9+ and root, and no targets), the mount answers OPEN and passes opens of
 	// them through, so the kernel reads the file with no request to cassfs; elsewhere
 	// OPEN stays unanswered as without a disk tier and each READ of one is answered by
 	// splicing from its file (Mount decides, see MountOptions.NoPassthrough).
-	Backing func(i uint32) (*os.File, bool)
+	Backing Backing
 	// Looked, if set, is told of every lookup of sample i (in an epoch or by-uuid): its
 	// reader is about to read it, from the page cache if its bytes were pushed there
 	// (FS.Push), so no READ may come to say it was read.
@@ -115,7 +127,7 @@ type Config struct {
 type FS struct {
 	cfg        Config
 	views      *view.Set
-	ix         *splits.Index
+	ix         *index.Index
 	log        *slog.Logger
 	errLog     errorLog
 	mtime      uint64 // every entry's times: when the filesystem was made

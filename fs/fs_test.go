@@ -22,7 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/prefetch"
@@ -36,7 +37,7 @@ import (
 // fixture is a dataset in the in-memory store, its index and its blobs by name.
 type fixture struct {
 	st    *memstore.Store
-	ix    *splits.Index
+	ix    *index.Index
 	blobs map[string][]byte // "<class>/<file>" → content
 }
 
@@ -50,9 +51,9 @@ func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
-	storetest.Check(t, st.SetLabels(ctx, classes))
+	testkit.Check(t, st.SetLabels(ctx, classes))
 	if cols != nil {
-		storetest.Check(t, st.AddColumns(ctx, cols))
+		testkit.Check(t, st.AddColumns(ctx, cols))
 	}
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
@@ -72,7 +73,7 @@ func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options
 		}
 		f.blobs[name] = data
 	}
-	ix, err := splits.LoadIndex(ctx, st)
+	ix, err := index.Load(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ type mountOpts struct {
 	prefetcher *prefetch.Prefetcher
 	shard      splits.Shard
 	splits     []*splits.Split // default: the all split
-	backing    func(i uint32) (*os.File, bool)
+	backing    cfs.Backing
 	// noPassthrough: MountOptions.NoPassthrough; fsys, if set, receives the filesystem.
 	noPassthrough bool
 	fsys          **cfs.FS
@@ -96,6 +97,11 @@ type mountOpts struct {
 	config func(*cfs.Config)
 	push   bool
 }
+
+// backingFunc is a function used as a cfs.Backing.
+type backingFunc func(i uint32) (*os.File, bool)
+
+func (f backingFunc) Backing(i uint32) (*os.File, bool) { return f(i) }
 
 // mount serves the fixture at a new directory until the test ends.
 func (f *fixture) mount(t testing.TB, o mountOpts) string {
@@ -122,7 +128,7 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.prefetcher != nil {
 		vc.Progress = o.prefetcher
 	}
-	fc := cfs.Config{Views: view.New(vc), Blobs: cache.Get, Logger: logger, Backing: o.backing}
+	fc := cfs.Config{Views: view.New(vc), Blobs: cache, Logger: logger, Backing: o.backing}
 	if o.config != nil {
 		o.config(&fc)
 	}
@@ -261,7 +267,7 @@ func viewOrder(t *testing.T, root string, start, width int) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi := storetest.Must(os.Stat(filepath.Join(root, "file_list.txt")))(t)
+	fi := testkit.Must(os.Stat(filepath.Join(root, "file_list.txt")))(t)
 	if fi.Size() != int64(len(data)) {
 		t.Errorf("file_list.txt: stat size %d, content %d bytes", fi.Size(), len(data))
 	}
@@ -456,22 +462,22 @@ func TestReadOnly(t *testing.T) {
 func TestConcurrentReadsFetchOnce(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New("test", memstore.Options{Latency: func(uuid.UUID) time.Duration { return 50 * time.Millisecond }})
-	storetest.Check(t, st.SetLabels(ctx, []string{"big"}))
+	testkit.Check(t, st.SetLabels(ctx, []string{"big"}))
 	const size, files, parts = 1 << 20, 6, 8
 	for i := range files {
 		name := fmt.Sprintf("big/%d.raw", i)
 		data := bytes.Repeat([]byte{byte(i)}, size)
-		storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data, nil))
+		testkit.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Label: 0, Name: name, Size: size, Checksum: store.Checksum(data)}, data, nil))
 	}
-	ix, err := splits.LoadIndex(ctx, st)
-	storetest.Check(t, err)
+	ix, err := index.Load(ctx, st)
+	testkit.Check(t, err)
 	f := &fixture{st: st, ix: ix}
 	mnt := f.mount(t, mountOpts{cache: prefetch.NewCache(prefetch.StoreFetch(st, ix), prefetch.CacheOptions{MaxBytes: 64 << 20})})
 	dir := filepath.Join(mnt, "by-uuid")
 	var wg sync.WaitGroup
 	for i := range uint32(files) {
 		fh, err := os.Open(filepath.Join(dir, f.ix.ID(i).String()+".raw"))
-		storetest.Check(t, err)
+		testkit.Check(t, err)
 		defer fh.Close()
 		for k := range parts {
 			wg.Add(1)
@@ -686,7 +692,7 @@ func TestArrivalBinding(t *testing.T) {
 	// Once bound, a name keeps its content.
 	for k, line := range lines[:50] {
 		name := line[:strings.LastIndexByte(line, ' ')]
-		blob := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
+		blob := testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
 		if byContent[string(blob)] != got[k] {
 			t.Errorf("%s changed content after it was bound", name)
 		}
@@ -774,7 +780,7 @@ func TestResumedEpochView(t *testing.T) {
 			all, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", c))
 			var want []string
 			for _, n := range all {
-				if storetest.Must(strconv.Atoi(n[:3]))(t) >= 37 {
+				if testkit.Must(strconv.Atoi(n[:3]))(t) >= 37 {
 					want = append(want, n)
 				}
 			}
@@ -802,7 +808,7 @@ func TestResumedEpochView(t *testing.T) {
 		}
 		// A name before the resume point does not resolve in the resumed view.
 		names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-2", "cat"))
-		if storetest.Must(strconv.Atoi(names[0][:3]))(t) < 37 {
+		if testkit.Must(strconv.Atoi(names[0][:3]))(t) < 37 {
 			if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-2@37", "cat", names[0])); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s before the resume point: got %v, want ENOENT", names[0], err)
 			}
@@ -834,7 +840,7 @@ func TestSplicedReads(t *testing.T) {
 	ctx := context.Background()
 	t.Run("samples", func(t *testing.T) {
 		st := memstore.New("test", memstore.Options{})
-		storetest.Check(t, st.SetLabels(ctx, []string{"a"}))
+		testkit.Check(t, st.SetLabels(ctx, []string{"a"}))
 		f := &fixture{st: st, blobs: map[string][]byte{}}
 		for i, size := range []int{300_000, 5_000, 300_000} { // 300 KB: three 128 KiB READs
 			name := fmt.Sprintf("a/s%d.jpg", i)
@@ -842,10 +848,10 @@ func TestSplicedReads(t *testing.T) {
 			for k := range data {
 				data[k] = byte(k*7 + i)
 			}
-			storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Name: name, Size: int64(size), Checksum: store.Checksum(data)}, data, nil))
+			testkit.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("test", name), Name: name, Size: int64(size), Checksum: store.Checksum(data)}, data, nil))
 			f.blobs[name] = data
 		}
-		f.ix = storetest.Must(splits.LoadIndex(ctx, st))(t)
+		f.ix = testkit.Must(index.Load(ctx, st))(t)
 		// The files hold other bytes than the store, position by position, to tell which
 		// path served and from which offset.
 		fileBytes := func(i uint32) []byte {
@@ -859,15 +865,15 @@ func TestSplicedReads(t *testing.T) {
 		// for the file.
 		dir := t.TempDir()
 		for i := range uint32(f.ix.Len()) {
-			storetest.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), fileBytes(i), 0o600))
+			testkit.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), fileBytes(i), 0o600))
 		}
-		backing := func(i uint32) (*os.File, bool) {
+		backing := backingFunc(func(i uint32) (*os.File, bool) {
 			if f.ix.Name(i) == "s2.jpg" {
 				return nil, false
 			}
 			fl, err := os.Open(filepath.Join(dir, fmt.Sprint(i)))
 			return fl, err == nil
-		}
+		})
 		var fsys *cfs.FS
 		mnt := f.mount(t, mountOpts{backing: backing, noPassthrough: true, fsys: &fsys})
 		for i := range uint32(f.ix.Len()) {
@@ -875,7 +881,7 @@ func TestSplicedReads(t *testing.T) {
 			if f.ix.Name(i) == "s2.jpg" {
 				want = f.blobs["a/s2.jpg"]
 			}
-			got := storetest.Must(os.ReadFile(filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".jpg")))(t)
+			got := testkit.Must(os.ReadFile(filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".jpg")))(t)
 			if !bytes.Equal(got, want) {
 				t.Errorf("%s: read %d bytes, not the %d bytes of its %s", f.ix.Name(i), len(got), len(want), map[bool]string{true: "store entry", false: "file"}[f.ix.Name(i) == "s2.jpg"])
 			}
@@ -891,19 +897,19 @@ func TestSplicedReads(t *testing.T) {
 		dir := t.TempDir()
 		for i := range uint32(f.ix.Len()) {
 			entry := append(bytes.Repeat([]byte{'P'}, int(f.ix.Size(i))), bytes.Repeat([]byte{'T'}, int(f.ix.TargetSize(i)))...)
-			storetest.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), entry, 0o600))
+			testkit.Check(t, os.WriteFile(filepath.Join(dir, fmt.Sprint(i)), entry, 0o600))
 		}
-		backing := func(i uint32) (*os.File, bool) {
+		backing := backingFunc(func(i uint32) (*os.File, bool) {
 			fl, err := os.Open(filepath.Join(dir, fmt.Sprint(i)))
 			return fl, err == nil
-		}
+		})
 		mnt := f.mount(t, mountOpts{backing: backing})
 		for _, sub := range []struct{ dir, fill string }{{"epoch-0", "P"}, {"epoch-0.targets", "T"}} {
 			root := filepath.Join(mnt, "all", sub.dir)
-			list := strings.Split(strings.TrimSpace(string(storetest.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
+			list := strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
 			for _, line := range list {
 				name, _ := splitLine(line)
-				got := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
+				got := testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
 				if len(got) == 0 || strings.Trim(string(got), sub.fill) != "" {
 					t.Errorf("%s/%s: read %.12q... (%d bytes), want its part of the entry, all %q", sub.dir, name, got, len(got), sub.fill)
 				}
@@ -921,7 +927,7 @@ func TestPassthroughOpens(t *testing.T) {
 	f := newFixture(t, 6, []string{"a"}, memstore.Options{})
 	dir := t.TempDir()
 	var available atomic.Bool
-	backing := func(i uint32) (*os.File, bool) {
+	backing := backingFunc(func(i uint32) (*os.File, bool) {
 		if i != 0 && !available.Load() {
 			return nil, false
 		}
@@ -932,25 +938,25 @@ func TestPassthroughOpens(t *testing.T) {
 		}
 		fl, err := os.Open(p)
 		return fl, err == nil
-	}
+	})
 	mnt := f.mount(t, mountOpts{backing: backing})
 	byID := filepath.Join(mnt, "by-uuid")
 	path := func(i uint32) string {
 		return filepath.Join(byID, f.ix.ID(i).String()+filepath.Ext(f.ix.Name(i)))
 	}
 	passed := bytes.Repeat([]byte{'P'}, int(f.ix.Size(0)))
-	if got := storetest.Must(os.ReadFile(path(0)))(t); !bytes.Equal(got, passed) {
+	if got := testkit.Must(os.ReadFile(path(0)))(t); !bytes.Equal(got, passed) {
 		t.Errorf("sample 0, backed by a file: read %.20q..., want the file's bytes", got)
 	}
 	// Sample 1: no file yet; open it, then let files appear and open it again meanwhile.
-	first := storetest.Must(os.Open(path(1)))(t)
+	first := testkit.Must(os.Open(path(1)))(t)
 	available.Store(true)
 	second, err := os.Open(path(1))
 	if err != nil {
 		t.Fatalf("a second open of a sample open in cached mode, its file now available: %v", err)
 	}
 	for _, fl := range []*os.File{first, second} {
-		if got := storetest.Must(io.ReadAll(fl))(t); !bytes.Equal(got, f.blobs["a/"+f.ix.Name(1)]) {
+		if got := testkit.Must(io.ReadAll(fl))(t); !bytes.Equal(got, f.blobs["a/"+f.ix.Name(1)]) {
 			t.Errorf("sample 1 open in cached mode: read %.20q..., want the store's bytes", got)
 		}
 		fl.Close()
@@ -959,7 +965,7 @@ func TestPassthroughOpens(t *testing.T) {
 	// both, the next open is a first open again and passes through.
 	want := bytes.Repeat([]byte{'P'}, int(f.ix.Size(1)))
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		got := storetest.Must(os.ReadFile(path(1)))(t)
+		got := testkit.Must(os.ReadFile(path(1)))(t)
 		if bytes.Equal(got, want) {
 			break
 		}

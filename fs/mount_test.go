@@ -52,7 +52,7 @@ func TestMountMakesNoRequestOfItsOwn(t *testing.T) {
 	f := newFixture(t, 3, classes, memstore.Options{})
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 20})
 	defer cache.Close()
-	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}}), Blobs: cache.Get})
+	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}}), Blobs: cache})
 	var debug syncBuffer
 	dir := t.TempDir()
 	server, err := cfs.Mount(dir, fsys, cfs.MountOptions{FsName: "cassfs:test", Debug: true, Logger: log.New(&debug, "", 0)})

@@ -387,7 +387,7 @@ func (s *sampleFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, u
 	f.openMu.Unlock()
 	var file *os.File
 	if m == nil || m.passthrough {
-		file, _ = f.cfg.Backing(s.i) // verifies the file: not under the lock
+		file, _ = f.cfg.Backing.Backing(s.i) // verifies the file: not under the lock
 	}
 	f.openMu.Lock()
 	defer f.openMu.Unlock()
@@ -465,7 +465,7 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 			return r, 0
 		}
 	}
-	data, err := s.fs.cfg.Blobs(ctx, s.i)
+	data, err := s.fs.cfg.Blobs.Get(ctx, s.i)
 	if err != nil {
 		return nil, s.fs.errno("read", s.i, err)
 	}
@@ -488,7 +488,7 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 // the range from the file to the kernel, so the bytes never pass through cassfs's memory.
 // The file was verified by Backing; its entry holds the blob, then the target.
 func (s *sampleFile) readFile(off int64, n int) (fuse.ReadResult, bool) {
-	file, ok := s.fs.cfg.Backing(s.i)
+	file, ok := s.fs.cfg.Backing.Backing(s.i)
 	if !ok {
 		return nil, false
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store/memstore"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 )
@@ -21,9 +21,9 @@ import (
 // pressure would, without touching the rest of the machine's caches.
 func dropPages(t *testing.T, path string) {
 	t.Helper()
-	f := storetest.Must(os.Open(path))(t)
+	f := testkit.Must(os.Open(path))(t)
 	defer f.Close()
-	storetest.Check(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+	testkit.Check(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
 }
 
 // Push writes a sample into the page cache of its inode, which every epoch's name of the
@@ -36,7 +36,7 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
 	epoch := func(n string) (names []string) {
 		root := filepath.Join(mnt, "all", "epoch-"+n)
-		for _, line := range strings.Split(strings.TrimSpace(string(storetest.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
 			name, _ := splitLine(line)
 			names = append(names, filepath.Join(root, name))
 		}
@@ -45,7 +45,7 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	// Sample of a path: the inode number is firstSampleIno + its index.
 	sample := func(p string) uint32 {
 		var st unix.Stat_t
-		storetest.Check(t, unix.Stat(p, &st))
+		testkit.Check(t, unix.Stat(p, &st))
 		return uint32(st.Ino - 1<<20)
 	}
 	// No sample was looked up yet: the kernel knows no inode to push into.
@@ -54,14 +54,14 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	}
 	e0, e1 := epoch("0"), epoch("1")
 	for _, p := range e0 {
-		storetest.Must(os.ReadFile(p))(t) // the kernel now knows every sample's inode
+		testkit.Must(os.ReadFile(p))(t) // the kernel now knows every sample's inode
 	}
 	reads := func() int64 { return fsys.RequestStats()["read"] }
 
 	// The control: pages dropped, no push: reading under epoch 1's names sends READs.
 	dropPages(t, e0[0])
 	before := reads()
-	storetest.Must(os.ReadFile(e1[slicesIndexOfSample(t, e1, sample(e0[0]), sample)]))(t)
+	testkit.Must(os.ReadFile(e1[slicesIndexOfSample(t, e1, sample(e0[0]), sample)]))(t)
 	if reads() == before {
 		t.Fatalf("a read after its pages were dropped sent no READ: the test cannot tell a push from the page cache")
 	}
@@ -77,7 +77,7 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	}
 	before = reads()
 	for _, p := range e1 {
-		got := storetest.Must(os.ReadFile(p))(t)
+		got := testkit.Must(os.ReadFile(p))(t)
 		if strings.Trim(string(got), "P") != "" || int64(len(got)) != f.ix.Size(sample(p)) {
 			t.Errorf("%s: read %.16q... (%d bytes), want the %d pushed bytes", p, got, len(got), f.ix.Size(sample(p)))
 		}
@@ -86,14 +86,14 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 		t.Errorf("reading %d pushed samples under epoch 1's names sent %d READs, want none", len(e1), n)
 	}
 	// An mmap reader sees the pushed pages too.
-	fl := storetest.Must(os.Open(e1[0]))(t)
+	fl := testkit.Must(os.Open(e1[0]))(t)
 	defer fl.Close()
 	size := int(f.ix.Size(sample(e1[0])))
-	m := storetest.Must(unix.Mmap(int(fl.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE))(t)
+	m := testkit.Must(unix.Mmap(int(fl.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE))(t)
 	if strings.Trim(string(m), "P") != "" || len(m) != size {
 		t.Errorf("%s mapped: %.16q... (%d bytes), want the %d pushed bytes", e1[0], m, len(m), size)
 	}
-	storetest.Check(t, unix.Munmap(m))
+	testkit.Check(t, unix.Munmap(m))
 	if n := reads() - before; n != 0 {
 		t.Errorf("an mmap read of a pushed sample sent %d READs, want none", n)
 	}
@@ -139,11 +139,11 @@ func TestLookahead(t *testing.T) {
 			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: 8})
 
 			root := filepath.Join(mnt, "all", "epoch-0")
-			lines := strings.Split(strings.TrimSpace(string(storetest.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
+			lines := strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
 			seen := map[string]bool{}
 			for _, line := range lines {
 				name, _ := splitLine(line)
-				got := storetest.Must(os.ReadFile(filepath.Join(root, name)))(t)
+				got := testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
 				var src string
 				for s, b := range f.blobs {
 					if bytes.Equal(b, got) {

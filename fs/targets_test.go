@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/google/uuid"
 )
 
@@ -28,7 +29,7 @@ func targetFixture(t testing.TB, n int, opts memstore.Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
-	storetest.Check(t, st.SetLabels(ctx, classes))
+	testkit.Check(t, st.SetLabels(ctx, classes))
 	f := &fixture{st: st, blobs: map[string][]byte{}}
 	for i := range n {
 		c := i % len(classes)
@@ -37,11 +38,11 @@ func targetFixture(t testing.TB, n int, opts memstore.Options) *fixture {
 		mask := []byte("mask of " + name)
 		s := store.Sample{ID: store.SampleID("test", name), Label: c, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data),
 			Target: &store.Target{Ext: ".png", Size: int64(len(mask)), Checksum: store.Checksum(mask), CRC32C: store.CRC32C(mask)}}
-		storetest.Check(t, st.Put(ctx, s, data, mask))
+		testkit.Check(t, st.Put(ctx, s, data, mask))
 		f.blobs[name] = data
 	}
-	ix, err := splits.LoadIndex(ctx, st)
-	storetest.Check(t, err)
+	ix, err := index.Load(ctx, st)
+	testkit.Check(t, err)
 	f.ix = ix
 	return f
 }
@@ -52,9 +53,9 @@ func targetFixture(t testing.TB, n int, opts memstore.Options) *fixture {
 func readPairs(t *testing.T, f *fixture, root string, targetsFirst bool) []string {
 	t.Helper()
 	images, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	masks, err := os.ReadFile(filepath.Join(root+".targets", "file_list.txt"))
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	il, ml := strings.Split(strings.TrimSpace(string(images)), "\n"), strings.Split(strings.TrimSpace(string(masks)), "\n")
 	if len(il) != len(ml) {
 		t.Fatalf("%d images, %d targets listed", len(il), len(ml))
@@ -138,7 +139,7 @@ func TestTargetsInLockstep(t *testing.T) {
 			// A targets class directory lists the targets of its file list's lines, with
 			// their own inodes.
 			list, err := os.ReadFile(filepath.Join(mnt, "all", "epoch-0.targets", "file_list.txt"))
-			storetest.Check(t, err)
+			testkit.Check(t, err)
 			var want []string
 			for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
 				if name, _ := splitLine(line); strings.HasPrefix(name, "dog/") {
@@ -151,8 +152,8 @@ func TestTargetsInLockstep(t *testing.T) {
 			}
 			imgs, _ := readNames(t, filepath.Join(mnt, "all", "epoch-0", "dog"))
 			var st, ist syscall.Stat_t
-			storetest.Check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0.targets", "dog", entries[0].Name()), &st))
-			storetest.Check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0", "dog", imgs[0]), &ist))
+			testkit.Check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0.targets", "dog", entries[0].Name()), &st))
+			testkit.Check(t, syscall.Stat(filepath.Join(mnt, "all", "epoch-0", "dog", imgs[0]), &ist))
 			if st.Ino == ist.Ino {
 				t.Errorf("a target shares its image's inode %d", st.Ino)
 			}
@@ -193,7 +194,7 @@ func TestBrokenTargetIsEIO(t *testing.T) {
 	name := f.ix.Name(i)
 	root := filepath.Join(mnt, "all", "epoch-0")
 	list, err := os.ReadFile(filepath.Join(root, "file_list.txt"))
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	for _, line := range strings.Split(strings.TrimSpace(string(list)), "\n") {
 		entry, _ := splitLine(line)
 		if !strings.HasSuffix(entry, "_"+name) {

@@ -40,7 +40,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
@@ -388,8 +388,8 @@ func checkSize(size, maxSize int64) error {
 // see, or nil.
 func checkName(name string) error {
 	switch {
-	case len(name) > splits.MaxNameLen:
-		return fmt.Errorf("name is %d bytes; the mount puts a position of up to 11 bytes before it and a name may have 255, so keep it to %d", len(name), splits.MaxNameLen)
+	case len(name) > index.MaxNameLen:
+		return fmt.Errorf("name is %d bytes; the mount puts a position of up to 11 bytes before it and a name may have 255, so keep it to %d", len(name), index.MaxNameLen)
 	case strings.HasPrefix(name, "."):
 		return errors.New("hidden name (leading '.'); readers would skip it or count it as a class")
 	case strings.ContainsAny(name, "\n\r"):

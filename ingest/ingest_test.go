@@ -10,9 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 
-	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
@@ -78,7 +78,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 			t.Errorf("%s: id is not derived from dataset and path", name)
 		}
 	}
-	labels := storetest.Must(st.Labels(context.Background()))(t)
+	labels := testkit.Must(st.Labels(context.Background()))(t)
 	if !slices.Equal(labels, rep.Classes) {
 		t.Errorf("stored labels %q, want %q", labels, rep.Classes)
 	}
@@ -87,7 +87,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
 	csvPath := filepath.Join(t.TempDir(), "m.csv")
-	storetest.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
+	testkit.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, CSV: csvPath, Workers: 3})
 	if err != nil || rep.Written != 3 {
@@ -97,7 +97,7 @@ func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 	if err != nil || rep.Written != 0 || rep.Unchanged != 3 {
 		t.Fatalf("second run: written %d unchanged %d (%v), want 0 and 3", rep.Written, rep.Unchanged, err)
 	}
-	storetest.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644))
+	testkit.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p9\nb/3.jpg,p2\n"), 0o644))
 	rep, err = run(t, st, Options{Root: root, CSV: csvPath})
 	if err != nil || rep.Written != 1 || rep.Unchanged != 2 {
 		t.Fatalf("run with changed metadata: written %d unchanged %d (%v), want 1 and 2", rep.Written, rep.Unchanged, err)
@@ -117,7 +117,7 @@ func TestCSVErrorsWriteNothing(t *testing.T) {
 		"path,x\n./a/2.jpg,1\n":                `"a/2.jpg" names no file`,
 	} {
 		p := filepath.Join(t.TempDir(), "m.csv")
-		storetest.Check(t, os.WriteFile(p, []byte(csv), 0o644))
+		testkit.Check(t, os.WriteFile(p, []byte(csv), 0o644))
 		_, err := Prepare(Options{Root: root, CSV: p})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("CSV %q: error %v, want one containing %q", csv, err, want)
@@ -231,10 +231,10 @@ func TestIngestAddsCRC32C(t *testing.T) {
 	root := writeTree(t, files)
 	st := memstore.New("ds", memstore.Options{})
 	ctx := context.Background()
-	storetest.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
+	testkit.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
 	// "a/1.jpg" as an older cassfs stored it: no CRC32C.
 	old := []byte("one")
-	storetest.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old, nil))
+	testkit.Check(t, st.Put(ctx, store.Sample{ID: store.SampleID("ds", "a/1.jpg"), Label: 0, Name: "a/1.jpg", Size: 3, Checksum: store.Checksum(old)}, old, nil))
 	rep, err := run(t, st, Options{Root: root})
 	if err != nil || rep.Written != 3 || rep.Unchanged != 0 {
 		t.Fatalf("ingest over a sample without CRC32C: %+v, %v; want all 3 written", rep, err)
@@ -252,7 +252,7 @@ func TestIngestAddsCRC32C(t *testing.T) {
 // TestUnusableFilesAreSkipped: files that cannot be samples are skipped with a reason naming
 // what is wrong, the rest is ingested, and the report lists them.
 func TestUnusableFilesAreSkipped(t *testing.T) {
-	long := strings.Repeat("n", splits.MaxNameLen) + ".jpg"
+	long := strings.Repeat("n", index.MaxNameLen) + ".jpg"
 	root := writeTree(t, map[string]string{
 		"a/ok.jpg":        "fine",
 		"a/empty.jpg":     "",
@@ -297,8 +297,8 @@ func TestUnusableFilesAreSkipped(t *testing.T) {
 func TestFileGoneBeforeItsTurn(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two"})
 	p, err := Prepare(Options{Root: root})
-	storetest.Check(t, err)
-	storetest.Check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))
+	testkit.Check(t, err)
+	testkit.Check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := p.Run(context.Background(), st)
 	if err != nil || rep.Written != 1 || len(rep.Skipped) != 1 || rep.Skipped[0].Path != "a/2.jpg" || !strings.Contains(rep.Skipped[0].Reason, "unreadable") {

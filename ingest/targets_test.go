@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
-	"github.com/cassfs/cassfs/store/storetest"
 )
 
 // Every image gets the target at its path with any extension, stored as a blob of its own
@@ -36,7 +36,7 @@ func TestTargetsIngest(t *testing.T) {
 			t.Errorf("%s: target blob %q label %d (%v), want %q label %d", name, b.Data, b.Label, err, want.data, s.Label)
 		}
 	}
-	rep = storetest.Must(run(t, st, Options{Root: root, Targets: targets}))(t)
+	rep = testkit.Must(run(t, st, Options{Root: root, Targets: targets}))(t)
 	if rep.Written != 0 || rep.Unchanged != 3 {
 		t.Errorf("re-run wrote %d, kept %d; want 0 and 3", rep.Written, rep.Unchanged)
 	}

@@ -7,12 +7,23 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Fetch reads sample i. It must honour ctx and have a deadline of its own.
-type Fetch func(ctx context.Context, i uint32) ([]byte, error)
+// Fetcher reads sample i's blob (the sample's canonical index in the mount's index): the
+// link below the Cache in the read chain (see the package doc). A Fetch must honour ctx
+// and have a deadline of its own; the Cache never modifies the slice it returns.
+type Fetcher interface {
+	Fetch(ctx context.Context, i uint32) ([]byte, error)
+}
+
+// FetchFunc is a function used as a Fetcher.
+type FetchFunc func(ctx context.Context, i uint32) ([]byte, error)
+
+// Fetch implements Fetcher.
+func (f FetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }
 
 // FetchError is a failed fetch of one sample, shared by everyone who waited for it.
 type FetchError struct {
@@ -50,7 +61,7 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
-	fetch    Fetch
+	fetch    Fetcher
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
 	cancel   context.CancelFunc
@@ -109,7 +120,7 @@ type CacheStats struct {
 }
 
 // NewCache returns a cache over fetch.
-func NewCache(fetch Fetch, opts CacheOptions) *Cache {
+func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = 1 << 30
 	}
@@ -133,7 +144,7 @@ func NewCache(fetch Fetch, opts CacheOptions) *Cache {
 
 // useFuture makes the cache evict, among read blobs, the one f says is read farthest
 // ahead (Belady's MIN) instead of the least recently read. Called once, before use.
-func (c *Cache) useFuture(f Future) {
+func (c *Cache) useFuture(f evict.Future) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.used
@@ -264,7 +275,7 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	defer c.wg.Done()
 	prefetch := reserved >= 0
 	start := time.Now()
-	data, err := c.fetch(c.ctx, i)
+	data, err := c.fetch.Fetch(c.ctx, i)
 	took := time.Since(start)
 	c.mu.Lock()
 	delete(c.inflight, i)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // blobOf is sample i's content in these tests: i+1 bytes of value i.
@@ -25,11 +25,11 @@ func blobOf(i uint32, size int) []byte {
 func TestConcurrentGetsShareOneFetch(t *testing.T) {
 	var fetches atomic.Int64
 	release := make(chan struct{})
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		fetches.Add(1)
 		<-release
 		return blobOf(i, 100), nil
-	}, CacheOptions{MaxBytes: 1 << 20})
+	}), CacheOptions{MaxBytes: 1 << 20})
 	defer c.Close()
 	var wg sync.WaitGroup
 	for range 50 {
@@ -56,9 +56,9 @@ func TestConcurrentGetsShareOneFetch(t *testing.T) {
 
 func TestByteBoundHolds(t *testing.T) {
 	const bound = 10_000
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 500+int(i%7)*300), nil
-	}, CacheOptions{MaxBytes: bound, Samples: 60})
+	}), CacheOptions{MaxBytes: bound, Samples: 60})
 	defer c.Close()
 	for i := range uint32(500) {
 		data, err := c.Get(context.Background(), i%60)
@@ -73,7 +73,7 @@ func TestByteBoundHolds(t *testing.T) {
 		t.Errorf("no evictions although the working set exceeds the bound")
 	}
 	// A blob larger than the bound is served but not kept.
-	big := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 2*bound), nil }, CacheOptions{MaxBytes: bound})
+	big := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 2*bound), nil }), CacheOptions{MaxBytes: bound})
 	defer big.Close()
 	if data, err := big.Get(context.Background(), 1); err != nil || len(data) != 2*bound {
 		t.Fatalf("oversized Get: %d bytes, %v", len(data), err)
@@ -89,10 +89,10 @@ func TestByteBoundHolds(t *testing.T) {
 func TestFailureIsShared(t *testing.T) {
 	cause := errors.New("node down")
 	release := make(chan struct{})
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		<-release
 		return nil, cause
-	}, CacheOptions{})
+	}), CacheOptions{})
 	defer c.Close()
 	errs := make(chan error, 10)
 	for range 10 {
@@ -118,7 +118,7 @@ func TestFailureIsShared(t *testing.T) {
 
 func TestFailureMemoryOff(t *testing.T) {
 	cause := errors.New("node down")
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return nil, cause }, CacheOptions{FailureMemory: -1})
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return nil, cause }), CacheOptions{FailureMemory: -1})
 	defer c.Close()
 	for range 2 {
 		if _, err := c.Get(context.Background(), 3); !errors.Is(err, cause) {
@@ -132,14 +132,14 @@ func TestFailureMemoryOff(t *testing.T) {
 
 func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
 	release := make(chan struct{})
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		select {
 		case <-release:
 			return blobOf(i, 10), nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-	}, CacheOptions{})
+	}), CacheOptions{})
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error)
@@ -160,10 +160,10 @@ func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
 
 func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		<-ctx.Done() // a fetch that only ends when cancelled
 		return nil, ctx.Err()
-	}, CacheOptions{})
+	}), CacheOptions{})
 	var wg sync.WaitGroup
 	for i := range uint32(20) {
 		wg.Add(1)
@@ -186,7 +186,7 @@ func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
 }
 
 func BenchmarkCacheHit(b *testing.B) {
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 110_000), nil }, CacheOptions{})
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 110_000), nil }), CacheOptions{})
 	defer c.Close()
 	for i := range uint32(1000) {
 		c.Get(context.Background(), i)
@@ -209,12 +209,12 @@ func BenchmarkCacheHit(b *testing.B) {
 // the reader who comes later gets a fetch of its own, which succeeds.
 func TestFailedPrefetchIsForgotten(t *testing.T) {
 	var calls atomic.Int32
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		if calls.Add(1) == 1 {
 			return nil, errors.New("node down")
 		}
 		return blobOf(i, 4), nil
-	}, CacheOptions{MaxBytes: 1 << 10})
+	}), CacheOptions{MaxBytes: 1 << 10})
 	defer c.Close()
 	if !c.Prefetch(5, 4, 8, 0, nil) {
 		t.Fatal("Prefetch refused")
@@ -244,8 +244,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // entries, through fetches and evictions.
 func TestHasWithAndWithoutLock(t *testing.T) {
 	fetch := func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 1000), nil }
-	locked := NewCache(fetch, CacheOptions{MaxBytes: 5000})
-	free := NewCache(fetch, CacheOptions{MaxBytes: 5000, Samples: 100})
+	locked := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: 5000})
+	free := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: 5000, Samples: 100})
 	defer locked.Close()
 	defer free.Close()
 	for k := range uint32(300) {
@@ -271,9 +271,9 @@ func TestHasWithAndWithoutLock(t *testing.T) {
 
 // Drop frees a blob's memory, fresh or used, and Has no longer reports it.
 func TestCacheDrop(t *testing.T) {
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }, CacheOptions{MaxBytes: 1000, Samples: 10})
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }), CacheOptions{MaxBytes: 1000, Samples: 10})
 	defer c.Close()
-	storetest.Must(c.Get(context.Background(), 1))(t)
+	testkit.Must(c.Get(context.Background(), 1))(t)
 	if !c.Prefetch(2, 100, 10, 0, nil) {
 		t.Fatal("prefetch refused")
 	}
@@ -298,9 +298,9 @@ func TestCacheDrop(t *testing.T) {
 func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 	var mu sync.Mutex
 	pushed := map[uint32]int{}
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 1000), nil
-	}, CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
+	}), CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(data) != 1000 || data[0] != byte(i) {
@@ -369,9 +369,9 @@ func TestPushHeld(t *testing.T) {
 	var mu sync.Mutex
 	pushes := map[uint32]int{}
 	refuse := map[uint32]bool{1: true} // sample 1: the kernel did not know its inode at arrival
-	c := NewCache(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 1000), nil
-	}, CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
+	}), CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		pushes[i]++

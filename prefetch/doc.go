@@ -17,7 +17,7 @@
 // (read at least once). When a new blob would exceed the bound, used blobs go first: a
 // sample read in this epoch is not needed again until the next, while a fresh one is about
 // to be. Among used blobs, with a prefetcher that knows its streams' orders
-// (Options.Samples), the one read farthest ahead goes first (see Clairvoyant eviction);
+// (Options.Samples), the one read farthest ahead goes first (see Eviction by the known future);
 // otherwise the least recently used. A prefetched blob that finds only fresh blobs to evict is
 // dropped instead (the ones already there are needed sooner); a demand-read blob evicts the
 // oldest fresh ones. Prefetching reserves room for what it has in flight (the caller knows
@@ -33,24 +33,19 @@
 //
 // Returned slices are shared and must not be modified.
 //
-// # Clairvoyant eviction
+// # Eviction by the known future
 //
-// Epoch orders are a pure function of the seed, so the future reads of a stream are known:
-// Clairvoyant (clairvoyant.go) is Belady's MIN over that future (an EpochFuture holds the
-// current and the next epoch's orders, which in a stream of permutations is every next
-// use there is): it evicts the held sample needed farthest ahead and declines to admit one
-// needed later still. The Cache uses it for its used blobs when the Prefetcher publishes its
-// streams' future (future.go: each stream's current and next epoch order, inverted, with
-// the readers' position, through atomics, since the cache asks under its own lock; the
-// next epoch's order is computed as readers enter an epoch, so it is known all through
-// it). Its
-// clock is the cache's count of reads; a blob's next read is that count plus the reads
-// before the nearest stream reaches it. With half a split cached, later epochs then fetch
-// about half the split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext).
-// The disk tier, millions of files, evicts by the same future with SampledMIN (sampled.go):
-// no next use kept per entry, 64 random entries compared per eviction; it evicts only
-// entries no known order reads (see DiskTier: swapping two entries both read in the
-// known future gains nothing under permutations and would rewrite the disk per miss).
+// Epoch orders are a pure function of the seed, so the future reads of a stream are known.
+// The Cache evicts its used blobs by Belady's MIN over that future (evict.Clairvoyant):
+// the held blob needed farthest ahead goes first. The Prefetcher publishes the future
+// (future.go: each stream's current and next epoch order, inverted, with the readers'
+// position, through atomics, since the cache asks under its own lock; the next epoch's
+// order is computed as readers enter an epoch, so it is known all through it), which in a
+// stream of permutations is every next use there is. The policy's clock is the cache's
+// count of reads; a blob's next read is that count plus the reads before the nearest
+// stream reaches it. With half a split cached, later epochs then fetch about half the
+// split, where LRU fetched some 85% of it (TestFutureEvictionKeepsWhatIsReadNext). The
+// disk tier evicts by the same future (Prefetcher.Reuse; see package disktier).
 //
 // # Prefetcher
 //
@@ -150,10 +145,10 @@
 //
 // # Disk tier
 //
-// DiskTier (disk.go) keeps fetched blobs as files in a local directory, for later epochs
-// and later mounts. It sits under the Cache as a Fetch wrapper: a fetch is served from its
-// file when it holds one that verifies, else fetched and written there. Files it holds are
-// better read from there (by the kernel itself through FUSE passthrough, or spliced by
+// The disk tier (package disktier) keeps fetched blobs as files in a local directory, for
+// later epochs and later mounts. It is a Fetcher under the Cache: a fetch is served from
+// its file when it holds one that verifies, else fetched and written there. Files it holds
+// are better read from there (by the kernel itself through FUSE passthrough, or spliced by
 // package fs): the Cache then leaves them alone (CacheOptions.Local) and drops their
 // blobs once read there (Cache.Drop).
 //
@@ -164,8 +159,8 @@
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
 // another lock. The controller's locks come between the two: a stream's lock may be held
 // while taking linkDelay.mu or Prefetcher.dmu (sizing the stream), and linkDelay.mu while
-// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf. Stream.Order is called with no lock of this package held. DiskTier.mu is
-// a leaf: nothing else is taken while it is held, and DiskTier.Holds takes no lock (it is
-// asked under Cache.mu). Prefetcher.Next, asked under Cache.mu when the cache evicts,
+// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf.
+// Stream.Order is called with no lock of this package held. Under Cache.mu only lock-free
+// calls leave the package (the Local predicate: disktier.Tier.Holds). Prefetcher.Next, asked under Cache.mu when the cache evicts,
 // takes no lock either: it reads what the streams publish through atomics.
 package prefetch

@@ -3,7 +3,7 @@ package prefetch
 import (
 	"context"
 
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 )
 
@@ -14,25 +14,35 @@ import (
 //
 // In a dataset with targets, a sample's fetch reads its blob and its target's at once (two
 // requests in flight, one round trip) into one buffer: the blob, then the target
-// (splits.Index.BlobSize), each verified against its own checksum.
-func StoreFetch(st store.Store, ix *splits.Index) Fetch {
-	if ix.HasTargets() {
-		return fetchWithTarget(st, ix)
-	}
-	return func(ctx context.Context, i uint32) ([]byte, error) {
-		b, err := st.Get(ctx, ix.ID(i), nil)
-		if err != nil {
-			return nil, err
-		}
-		if err := ix.Verify(i, b); err != nil {
-			return nil, err
-		}
-		return b.Data, nil
-	}
+// (index.Index.BlobSize), each verified against its own checksum.
+func StoreFetch(st store.Store, ix *index.Index) *StoreFetcher {
+	return &StoreFetcher{st: st, ix: ix}
 }
 
-func fetchWithTarget(st store.Store, ix *splits.Index) Fetch {
-	return func(ctx context.Context, i uint32) ([]byte, error) {
+// StoreFetcher is the Fetcher that reads from the store: the bottom of the read chain.
+type StoreFetcher struct {
+	st store.Store
+	ix *index.Index
+}
+
+// Fetch implements Fetcher.
+func (f *StoreFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
+	st, ix := f.st, f.ix
+	if ix.HasTargets() {
+		return fetchWithTarget(ctx, st, ix, i)
+	}
+	b, err := st.Get(ctx, ix.ID(i), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.Verify(i, b); err != nil {
+		return nil, err
+	}
+	return b.Data, nil
+}
+
+func fetchWithTarget(ctx context.Context, st store.Store, ix *index.Index, i uint32) ([]byte, error) {
+	{
 		n, tn := ix.Size(i), ix.TargetSize(i)
 		buf := make([]byte, n+tn)
 		var (

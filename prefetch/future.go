@@ -1,10 +1,14 @@
 package prefetch
 
-import "math"
+import (
+	"math"
+
+	"github.com/cassfs/cassfs/evict"
+)
 
 // The prefetcher knows the future: each stream's current and next epoch orders. Published
-// as a Future, it lets the cache evict the blob read farthest ahead (Belady's MIN, see
-// Clairvoyant) instead of the least recently used one, which under a new permutation every
+// as a evict.Future, it lets the cache evict the blob read farthest ahead (Belady's MIN, see
+// evict.Clairvoyant) instead of the least recently used one, which under a new permutation every
 // epoch keeps roughly the wrong blobs. With Options.Samples set, each stream keeps the
 // inverse of its current and next epoch's order (4 bytes per sample each) and publishes
 // them with its readers' position through atomics: the cache asks under its own lock,
@@ -42,15 +46,15 @@ func (s *stream) publish(cur, next []uint32) {
 	s.fut.Store(&streamFuture{n: uint64(len(s.cur)), cur: cur, next: next})
 }
 
-// Next implements Future for the cache: now plus the fewest reads, in any stream, before
-// sample is read again (counted from each stream's readers' position), or Never when no
+// Next implements evict.Future for the cache: now plus the fewest reads, in any stream, before
+// sample is read again (counted from each stream's readers' position), or evict.Never when no
 // known order reads it again.
 func (p *Prefetcher) Next(sample uint32, now uint64) uint64 {
 	all := p.all.Load()
 	if all == nil {
-		return Never
+		return evict.Never
 	}
-	best := uint64(Never)
+	best := uint64(evict.Never)
 	for _, s := range *all {
 		f := s.fut.Load()
 		if f == nil || int(sample) >= len(f.cur) {
@@ -70,21 +74,21 @@ func (p *Prefetcher) Next(sample uint32, now uint64) uint64 {
 			best = min(best, f.n-min(h, f.n)+uint64(f.next[sample]))
 		}
 	}
-	if best == Never {
-		return Never
+	if best == evict.Never {
+		return evict.Never
 	}
 	return now + best
 }
 
-// Reuse implements ReuseFuture: now plus the reads before sample is read again after its
-// next read, in any stream, or Never. A sample fetched now is fetched for its next read;
+// Reuse implements evict.ReuseFuture: now plus the reads before sample is read again after its
+// next read, in any stream, or evict.Never. A sample fetched now is fetched for its next read;
 // what keeping a copy is worth is told by the read after that one.
 func (p *Prefetcher) Reuse(sample uint32, now uint64) uint64 {
 	all := p.all.Load()
 	if all == nil {
-		return Never
+		return evict.Never
 	}
-	first, second := uint64(Never), uint64(Never)
+	first, second := uint64(evict.Never), uint64(evict.Never)
 	take := func(d uint64) {
 		if d < first {
 			first, second = d, first
@@ -110,8 +114,8 @@ func (p *Prefetcher) Reuse(sample uint32, now uint64) uint64 {
 			take(f.n - min(h, f.n) + uint64(f.next[sample]))
 		}
 	}
-	if second == Never {
-		return Never
+	if second == evict.Never {
+		return evict.Never
 	}
 	return now + second
 }

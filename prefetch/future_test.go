@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/splits"
 )
 
@@ -18,7 +19,7 @@ func permStream(n int) *testStream {
 func readEpochs(t *testing.T, withFuture bool, n, epochs int) []int64 {
 	t.Helper()
 	f := newCountingFetch(testBlobSize)
-	c := NewCache(f.fetch, CacheOptions{MaxBytes: int64(n/2) * testBlobSize})
+	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: int64(n/2) * testBlobSize})
 	defer c.Close()
 	opts := Options{Size: sizeOf, InitialWindow: 16, MaxWindow: 64, MaxInFlight: 16}
 	if withFuture {
@@ -65,10 +66,10 @@ func TestFutureEvictionKeepsWhatIsReadNext(t *testing.T) {
 
 // Next: the reads before a sample is read again, from the readers' position, in this
 // epoch or the next; a sample the readers just passed counts as still being read for
-// readingSpan positions; Never for a sample no known order reads.
+// readingSpan positions; evict.Never for a sample no known order reads.
 func TestPrefetcherNext(t *testing.T) {
 	const n = 300
-	c := NewCache(newCountingFetch(10).fetch, CacheOptions{MaxBytes: 1 << 20})
+	c := NewCache(FetchFunc(newCountingFetch(10).fetch), CacheOptions{MaxBytes: 1 << 20})
 	defer c.Close()
 	still := time.Now()
 	p := NewPrefetcher(c, Options{Size: sizeOf, Samples: n + 1, InitialWindow: 1, MaxWindow: 1, MaxInFlight: 1, Now: func() time.Time { return still }})
@@ -92,7 +93,7 @@ func TestPrefetcherNext(t *testing.T) {
 		250: 1000 + 50,                   // ahead in this epoch: 50 reads on
 		190: 1000 + readingSpan - 10,     // passed 10 positions ago: still being read
 		10:  1000 + n - 200 + n - 10 - 1, // passed long ago: next read in epoch 1 (known since readers entered epoch 0)
-		n:   Never,                       // in no order
+		n:   evict.Never,                 // in no order
 	} {
 		if got := p.Next(sample, 1000); got != want {
 			t.Errorf("at position 199: Next(%d) = %d, want %d", sample, got, want)
@@ -110,8 +111,8 @@ func TestPrefetcherNext(t *testing.T) {
 	// is read next in epoch 1 and not again as far as is known.
 	for sample, want := range map[uint32]uint64{
 		n - 5: 1000 + 4,
-		10:    Never,
-		n:     Never,
+		10:    evict.Never,
+		n:     evict.Never,
 	} {
 		if got := p.Reuse(sample, 1000); got != want {
 			t.Errorf("at the end of epoch 0: Reuse(%d) = %d, want %d", sample, got, want)

@@ -1,10 +1,13 @@
 package prefetch
 
-import "github.com/hashicorp/golang-lru/v2/simplelru"
+import (
+	"github.com/cassfs/cassfs/evict"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
 
 // usedSet holds the blobs readers have read, which the cache evicts first. Without a known
 // future it is LRU; with one (Cache.useFuture) it is Belady's MIN over that future
-// (Clairvoyant): the blob evicted is the one whose next read is farthest ahead, so that
+// (evict.Clairvoyant): the blob evicted is the one whose next read is farthest ahead, so that
 // from one epoch to the next the cache keeps what the next epoch reads first instead of
 // what the last one read last. All methods are called under the cache's lock.
 type usedSet interface {
@@ -40,12 +43,12 @@ func (u *lruUsed) keys() []uint32 { return u.l.Keys() }
 // minUsed is the used set under a known future. Its clock counts the cache's reads.
 type minUsed struct {
 	data   map[uint32][]byte
-	policy *Clairvoyant
+	policy *evict.Clairvoyant
 	now    *uint64 // the cache's read counter
 }
 
-func newMinUsed(f Future, now *uint64) *minUsed {
-	return &minUsed{data: map[uint32][]byte{}, policy: NewClairvoyant(f), now: now}
+func newMinUsed(f evict.Future, now *uint64) *minUsed {
+	return &minUsed{data: map[uint32][]byte{}, policy: evict.NewClairvoyant(f), now: now}
 }
 
 func (u *minUsed) get(i uint32) ([]byte, bool) {

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
-
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/google/uuid"
 )
 
@@ -166,10 +165,10 @@ func TestCreateIsDeterministic(t *testing.T) {
 	shuffled := slices.Clone(items)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	b, _, err := Create(shuffled, labels, spec)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	spec.Seed = 43
 	c, _, err := Create(items, labels, spec)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	for s := range a {
 		if !slices.Equal(a[s].Members, b[s].Members) {
 			t.Errorf("split %s differs between two runs with the same seed (items in another order)", a[s].Name)

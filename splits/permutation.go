@@ -1,7 +1,7 @@
 // Package splits decides which samples a split holds and in which order each epoch visits
-// them: split creation from metadata, stored splits (loading, export, import), the index
-// of a dataset, epoch permutations, shards and resumed views. It programs against the
-// store.Store interface and must not know FUSE or CQL.
+// them: split creation from metadata, stored splits (loading, export, import), epoch
+// permutations, shards and resumed views, over a dataset's index (package index).
+// It programs against the store.Store interface and must not know FUSE or CQL.
 //
 // # Creating splits
 //

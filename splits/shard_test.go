@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 func TestParseShard(t *testing.T) {
@@ -88,7 +90,7 @@ func FuzzResumeContinues(f *testing.F) {
 		if ranks == 0 {
 			return
 		}
-		ix := testIndex(t, max(int(n), 1), 3)
+		ix := testkit.Index(t, max(int(n), 1), 3)
 		s := All(ix)
 		sh := Shard{Rank: int(rank) % int(ranks), Count: int(ranks)}
 		full := NewEpoch(ix, s, 11, 4, View{Shard: sh})

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
@@ -28,7 +29,7 @@ var ErrUnknownSplit = errors.New("no such split")
 // canonical indices of ix. A stored split that lists samples missing from the dataset is
 // left out with a warning: it was made before those samples were removed, and serving part
 // of it would change what it means. It is FetchStored then Resolve.
-func LoadStored(ctx context.Context, st store.Store, ix *Index, which string, log *slog.Logger) ([]*Split, error) {
+func LoadStored(ctx context.Context, st store.Store, ix *index.Index, which string, log *slog.Logger) ([]*Split, error) {
 	f, err := FetchStored(ctx, st, which, log)
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func FetchStored(ctx context.Context, st store.Store, which string, log *slog.Lo
 
 // Resolve returns All(ix) and the fetched splits with members as canonical indices of ix,
 // leaving out (with a warning) those that list samples ix lacks or list one twice.
-func (f *Stored) Resolve(ix *Index, log *slog.Logger) []*Split {
+func (f *Stored) Resolve(ix *index.Index, log *slog.Logger) []*Split {
 	out := []*Split{All(ix)}
 	for k, n := range f.names {
 		ids := f.ids[k]

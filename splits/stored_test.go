@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -24,8 +25,8 @@ func tileDataset(t *testing.T, patients int, gap bool) (*memstore.Store, []uuid.
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
-	storetest.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
+	testkit.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	testkit.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
 	var ids []uuid.UUID
 	for p := range patients {
 		for k := range 12 {
@@ -37,7 +38,7 @@ func tileDataset(t *testing.T, patients int, gap bool) (*memstore.Store, []uuid.
 				delete(meta, "slide")
 			}
 			s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data), Meta: meta}
-			storetest.Check(t, st.Put(ctx, s, data, nil))
+			testkit.Check(t, st.Put(ctx, s, data, nil))
 			ids = append(ids, s.ID)
 		}
 	}
@@ -50,7 +51,7 @@ func TestLoadItems(t *testing.T) {
 	st, ids := tileDataset(t, 5, false)
 	var progress bytes.Buffer
 	items, err := LoadItems(ctx, st, []string{"patient_id", "slide"}, &progress)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	if len(items) != len(ids) || !strings.Contains(progress.String(), fmt.Sprintf("read %d samples", len(ids))) {
 		t.Fatalf("%d items, progress %q; want %d", len(items), progress.String(), len(ids))
 	}
@@ -62,7 +63,7 @@ func TestLoadItems(t *testing.T) {
 		t.Errorf("%d groups by patient and slide, want 10", len(groups))
 	}
 	items, err = LoadItems(ctx, st, nil, nil)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	groups = map[string]int{}
 	for _, it := range items {
 		groups[it.Group]++
@@ -82,12 +83,12 @@ func TestLoadItems(t *testing.T) {
 func TestLoadStored(t *testing.T) {
 	ctx := context.Background()
 	st, ids := tileDataset(t, 6, false)
-	storetest.Check(t, st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:40]}, {Name: "val", Members: ids[40:60]}, {Name: "bad/name", Members: ids[:1]}}, "", "", false))
-	ix, err := LoadIndex(ctx, st)
-	storetest.Check(t, err)
+	testkit.Check(t, st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:40]}, {Name: "val", Members: ids[40:60]}, {Name: "bad/name", Members: ids[:1]}}, "", "", false))
+	ix, err := index.Load(ctx, st)
+	testkit.Check(t, err)
 	st.DeleteSample(ids[45], false) // val now lists a sample the dataset lost
-	ix2, err := LoadIndex(ctx, st)
-	storetest.Check(t, err)
+	ix2, err := index.Load(ctx, st)
+	testkit.Check(t, err)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	names := func(ss []*Split) (out []string) {
@@ -97,7 +98,7 @@ func TestLoadStored(t *testing.T) {
 		return out
 	}
 	shown, err := LoadStored(ctx, st, ix, "*", log)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	if got := names(shown); !slices.Equal(got, []string{"all", "train", "val"}) {
 		t.Errorf("shown %v, want all, train, val (bad/name cannot be a directory)", got)
 	}
@@ -107,7 +108,7 @@ func TestLoadStored(t *testing.T) {
 		}
 	}
 	shown, err = LoadStored(ctx, st, ix2, "*", log)
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	if got := names(shown); !slices.Equal(got, []string{"all", "train"}) || !strings.Contains(logs.String(), "split=val missing=1") {
 		t.Errorf("with a member gone: shown %v, log:\n%s", got, logs.String())
 	}
@@ -125,12 +126,12 @@ func TestLoadStored(t *testing.T) {
 func TestExportImport(t *testing.T) {
 	ctx := context.Background()
 	src, ids := tileDataset(t, 5, false)
-	storetest.Check(t, src.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:30]}, {Name: "val", Members: ids[30:]}}, `{"seed":1}`, `{"r":2}`, false))
+	testkit.Check(t, src.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:30]}, {Name: "val", Members: ids[30:]}}, `{"seed":1}`, `{"r":2}`, false))
 	var file bytes.Buffer
-	storetest.Check(t, Export(ctx, src, nil, &file))
+	testkit.Check(t, Export(ctx, src, nil, &file))
 	exported := file.String()
 	var f ExportFile
-	storetest.Check(t, json.Unmarshal([]byte(exported), &f))
+	testkit.Check(t, json.Unmarshal([]byte(exported), &f))
 	if f.Format != ExportFormat || f.Dataset != "tiles" || len(f.Splits) != 2 || string(f.Splits[0].Params) != `{"seed":1}` {
 		t.Errorf("export file: %+v", f)
 	}
@@ -148,15 +149,15 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("import: %v, %v", names, err)
 	}
 	for _, n := range names {
-		a := storetest.Must(src.SplitMembers(ctx, n))(t)
-		b := storetest.Must(dst.SplitMembers(ctx, n))(t)
+		a := testkit.Must(src.SplitMembers(ctx, n))(t)
+		b := testkit.Must(dst.SplitMembers(ctx, n))(t)
 		if !slices.Equal(a, b) {
 			t.Errorf("split %s differs after export and import", n)
 		}
 	}
-	infos := storetest.Must(dst.Splits(ctx))(t)
+	infos := testkit.Must(dst.Splits(ctx))(t)
 	var params map[string]any
-	storetest.Check(t, json.Unmarshal([]byte(infos[0].Params), &params))
+	testkit.Check(t, json.Unmarshal([]byte(infos[0].Params), &params))
 	if params["command"] != "import" || params["from_dataset"] != "tiles" || params["source"] != "s.json" || infos[0].Report != `{"r":2}` {
 		t.Errorf("imported split's params %s, report %s", infos[0].Params, infos[0].Report)
 	}
@@ -170,7 +171,7 @@ func TestExportImport(t *testing.T) {
 	if _, err := Import(ctx, other, strings.NewReader(exported), "s.json", false); err == nil || !strings.Contains(err.Error(), "not in dataset") {
 		t.Errorf("import into a dataset lacking the samples: %v", err)
 	}
-	if infos := storetest.Must(other.Splits(ctx))(t); len(infos) != 0 {
+	if infos := testkit.Must(other.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a refused import stored %d splits", len(infos))
 	}
 	id := ids[0]

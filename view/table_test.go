@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 )
@@ -19,7 +20,7 @@ import (
 // read in.
 func TestSamplesTable(t *testing.T) {
 	classes := []string{"b", "a"} // not in bytewise order: class directories get a prefix
-	bld := splits.NewIndexBuilder(classes)
+	bld := index.NewBuilder(classes)
 	meta := map[string]map[string]string{}
 	for k := range 1000 {
 		c := k % 2

@@ -5,13 +5,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 )
 
-func targetIndex(t *testing.T, n int, classes []string) *splits.Index {
+func targetIndex(t *testing.T, n int, classes []string) *index.Index {
 	t.Helper()
-	b := splits.NewIndexBuilder(classes)
+	b := index.NewBuilder(classes)
 	for k := range n {
 		c := k % len(classes)
 		name := fmt.Sprintf("%s/img %04d.jpg", classes[c], k)

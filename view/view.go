@@ -6,7 +6,7 @@
 // adapter (package fs) only translates what this package answers into nodes, entries,
 // attributes and errnos; everything here is tested without a mount.
 //
-// It must not know FUSE or CQL: it works on the in-memory index (splits.Index) and talks
+// It must not know FUSE or CQL: it works on the in-memory index (index.Index) and talks
 // to the prefetcher through prefetch.Stream.
 //
 // # Views
@@ -67,6 +67,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
@@ -118,7 +119,7 @@ type Progress interface {
 
 // Config describes what a mount shows.
 type Config struct {
-	Index  *splits.Index
+	Index  *index.Index
 	Splits []*splits.Split // one directory each; names must be unique
 	Seed   uint64          // seed of the epoch permutations
 	// Shard, if set, makes every epoch view show only this rank's part of the epoch
@@ -145,7 +146,7 @@ type Key struct {
 // Set is every view of one mount.
 type Set struct {
 	cfg        Config
-	ix         *splits.Index
+	ix         *index.Index
 	byName     map[string]*splits.Split
 	classNames []string
 	binding    binding
@@ -192,7 +193,7 @@ func New(cfg Config) *Set {
 }
 
 // Index is the dataset's index.
-func (s *Set) Index() *splits.Index { return s.ix }
+func (s *Set) Index() *index.Index { return s.ix }
 
 // Mode is how names are bound.
 func (s *Set) Mode() Mode { return s.cfg.Mode }

@@ -8,15 +8,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 )
 
 // testIndex is n samples over the given classes, sample k of class k%len(classes).
-func testIndex(t testing.TB, n int, classes []string) *splits.Index {
+func testIndex(t testing.TB, n int, classes []string) *index.Index {
 	t.Helper()
-	b := splits.NewIndexBuilder(classes)
+	b := index.NewBuilder(classes)
 	for k := range n {
 		c := k % len(classes)
 		name := fmt.Sprintf("%s/img %04d.jpg", classes[c], k)

@@ -1,42 +1,121 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestImportBoundaries pins the layering the package docs state: go-fuse only in fs (and
-// this command), gocql only in the Cassandra backend, and the core packages free of both.
+const module = "github.com/cassfs/cassfs/"
+
+// imports is which package of cassfs may import which: the layering the package docs state
+// and the README's layout table shows. A package imports only packages below it in that
+// table; a new package, or a new import between two, is a decision made here, with its row
+// in the README.
+var imports = map[string][]string{
+	"cmd/cassfs":       {"fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "index", "store"},
+	"fs":               {"view", "splits", "index", "internal/bitset"},
+	"view":             {"prefetch", "splits", "index", "internal/bitset"},
+	"disktier":         {"prefetch", "evict", "index", "internal/bitset"},
+	"prefetch":         {"evict", "index", "store", "internal/bitset"},
+	"evict":            {},
+	"splits":           {"index", "store"},
+	"ingest":           {"index", "store"},
+	"synth":            {},
+	"store/cassandra":  {"store"},
+	"store/memstore":   {"store"},
+	"store/storetest":  {"internal/testkit", "store"},
+	"internal/testkit": {"index", "store"},
+	"index":            {"store", "internal/bitset"},
+	"store":            {},
+	"internal/bitset":  {},
+	// The checks run by make check, not part of cassfs.
+	"internal/blankerr":              {},
+	"internal/blankerr/cmd/blankerr": {"internal/blankerr"},
+}
+
+// external pins the libraries only one layer may use: go-fuse only in fs (and this
+// command), gocql only in the Cassandra backend.
+var external = map[string][]string{
+	"github.com/hanwen/go-fuse/v2": {"fs", "cmd/cassfs"},
+	"github.com/gocql/gocql":       {"store/cassandra"},
+}
+
+// fakes are what any package's tests may use besides what sits below it: the shared test
+// helpers, the in-memory store and the conformance suite.
+var fakes = []string{"internal/testkit", "store/memstore", "store/storetest"}
+
+// TestImportBoundaries checks every package's imports against imports and external, its
+// tests' imports against the README's table (below the package, or fakes), and the table
+// against the README's: every package has a row, and every import points down the table.
 func TestImportBoundaries(t *testing.T) {
-	const (
-		fuse  = "github.com/hanwen/go-fuse/v2"
-		gocql = "github.com/gocql/gocql"
-	)
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/cassfs/cassfs/...").Output()
+	rows := readmeLayers(t)
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`, module+"...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pkg, imports, _ := strings.Cut(line, " ")
-		for _, imp := range strings.Fields(imports) {
-			if strings.HasPrefix(imp, fuse) && pkg != "github.com/cassfs/cassfs/fs" && pkg != "github.com/cassfs/cassfs/cmd/cassfs" {
-				t.Errorf("%s imports %s: only fs may", pkg, imp)
-			}
-			if strings.HasPrefix(imp, gocql) && pkg != "github.com/cassfs/cassfs/store/cassandra" {
-				t.Errorf("%s imports %s: only store/cassandra may", pkg, imp)
+		parts := strings.Split(line, "|")
+		pkg := strings.TrimPrefix(parts[0], module)
+		if pkg == "e2e" {
+			continue // the end-to-end tests drive the built binary and may use any package
+		}
+		allowed, known := imports[pkg]
+		if !known {
+			t.Errorf("package %s has no entry in imports: add it, with a row in the README's layout table", pkg)
+			continue
+		}
+		for k, list := range parts[1:] {
+			for _, imp := range strings.Fields(list) {
+				dep, ours := strings.CutPrefix(imp, module)
+				switch {
+				case !ours:
+					for lib, users := range external {
+						if strings.HasPrefix(imp, lib) && !slices.Contains(users, pkg) {
+							t.Errorf("%s imports %s: only %v may", pkg, imp, users)
+						}
+					}
+				case dep == pkg || slices.Contains(allowed, dep):
+				case k == 1 && (slices.Contains(fakes, dep) || slices.Index(rows, dep) > slices.Index(rows, pkg)):
+				case k == 1:
+					t.Errorf("%s's tests import %s, which sits above it in the README's layout table", pkg, dep)
+				default:
+					t.Errorf("%s imports %s, which imports does not allow", pkg, dep)
+				}
 			}
 		}
 	}
-	for _, core := range []string{"./splits", "./prefetch", "./view", "./store", "./store/memstore", "./ingest"} {
-		deps, err := exec.Command("go", "list", "-deps", "../../"+core).Output()
-		if err != nil {
-			t.Fatalf("go list -deps %s: %v", core, err)
+	for pkg, deps := range imports {
+		at := slices.Index(rows, pkg)
+		if at < 0 {
+			t.Errorf("the README's layout table has no row for %s", pkg)
+			continue
 		}
-		for _, dep := range strings.Fields(string(deps)) {
-			if strings.HasPrefix(dep, fuse) || strings.HasPrefix(dep, gocql) {
-				t.Errorf("%s depends on %s", core, dep)
+		for _, dep := range deps {
+			if slices.Index(rows, dep) <= at {
+				t.Errorf("%s may import %s, which the README's layout table does not show below it", pkg, dep)
 			}
 		}
 	}
+}
+
+// readmeLayers returns the paths of the README's layout table, top to bottom.
+func readmeLayers(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no Layout section")
+	}
+	var rows []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z/]+)`").FindAllStringSubmatch(layout, -1) {
+		rows = append(rows, m[1])
+	}
+	return rows
 }

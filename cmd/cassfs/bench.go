@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/spf13/cobra"
@@ -157,7 +158,7 @@ func measure(name string, n, p int, read func(k int) (int, error)) benchResult {
 
 func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.Writer) error {
 	fmt.Fprintf(errOut, "loading the index of dataset %s...\n", st.Dataset())
-	ix, err := splits.LoadIndex(ctx, st)
+	ix, err := index.Load(ctx, st)
 	if err != nil {
 		return err
 	}

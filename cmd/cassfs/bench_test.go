@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
-
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 )
 
@@ -24,7 +23,7 @@ func TestBenchStoreAndLocal(t *testing.T) {
 		}
 		return os.WriteFile(p, []byte(s.Name), 0o644)
 	})
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	var out, errOut bytes.Buffer
 	if err := runBench(context.Background(), st, benchOpts{samples: 40, readers: 3, local: local}, &out, &errOut); err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())

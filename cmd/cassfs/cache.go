@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 
+	"github.com/cassfs/cassfs/disktier"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -77,7 +79,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 // warmCache fetches the members of split that dir does not hold into it, in parallel.
 func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, split string, parallel int, pr *progressView, out io.Writer) error {
-	ix, err := splits.LoadIndex(ctx, st)
+	ix, err := index.Load(ctx, st)
 	if err != nil {
 		return err
 	}
@@ -95,7 +97,7 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 		}
 		members = shown[1].Members
 	}
-	d, err := prefetch.OpenDiskTier(dir, st.Dataset(), ix, maxBytes, discardLogger())
+	d, err := disktier.Open(dir, st.Dataset(), ix, maxBytes, discardLogger())
 	if err != nil {
 		return err
 	}
@@ -116,7 +118,7 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 			skipped++
 		}
 	}
-	fetch := d.Fetch(prefetch.StoreFetch(st, ix))
+	fetch := d.Over(prefetch.StoreFetch(st, ix))
 	pr.plan(len(todo), 0)
 	var next, done, nbytes atomic.Int64
 	var failed []error
@@ -127,7 +129,7 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 		go func() {
 			defer wg.Done()
 			for k := next.Add(1) - 1; k < int64(len(todo)) && ctx.Err() == nil; k = next.Add(1) - 1 {
-				data, err := fetch(ctx, todo[k])
+				data, err := fetch.Fetch(ctx, todo[k])
 				if err != nil {
 					mu.Lock()
 					failed = append(failed, err)
@@ -169,7 +171,7 @@ given as --cache-dir DIR.`,
 			if dir == "" {
 				return usageError{errors.New("cache show needs the cache directory: cassfs cache show DIR")}
 			}
-			us, err := prefetch.ReadDiskUsage(dir)
+			us, err := disktier.ReadUsage(dir)
 			if err != nil {
 				return err
 			}
@@ -211,7 +213,7 @@ func newCacheClearCmd() *cobra.Command {
 			if dir == "" || ds == "" {
 				return usageError{errors.New("cache clear needs the cache directory and --dataset: cassfs cache clear --dataset NAME DIR")}
 			}
-			if err := prefetch.RemoveDiskTier(dir, ds); err != nil {
+			if err := disktier.Remove(dir, ds); err != nil {
 				return err
 			}
 			fmt.Fprintf(c.OutOrStdout(), "cache directory %s: dataset %s removed\n", dir, ds)

@@ -6,8 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
-
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/spf13/cobra"
 )
 
@@ -23,7 +22,7 @@ func configCmd(t *testing.T) (*cobra.Command, *mountFlags) {
 
 func writeConfig(t *testing.T, body string) string {
 	p := filepath.Join(t.TempDir(), "cassfs.yaml")
-	storetest.Check(t, os.WriteFile(p, []byte(body), 0o644))
+	testkit.Check(t, os.WriteFile(p, []byte(body), 0o644))
 	return p
 }
 
@@ -67,7 +66,7 @@ func TestExampleConfig(t *testing.T) {
 	if err := applyConfig(c, "../../contrib/cassfs.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	if v := storetest.Must(c.Flags().GetString("cache-size"))(t); v != "8GiB" {
+	if v := testkit.Must(c.Flags().GetString("cache-size"))(t); v != "8GiB" {
 		t.Errorf("cache-size from the example is %q", v)
 	}
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/dustin/go-humanize"
@@ -109,8 +109,8 @@ func datasetRow(ctx context.Context, name string, open func(context.Context, str
 	if err != nil {
 		return "", err
 	}
-	ix, err := splits.LoadIndex(ctx, st)
-	if errors.Is(err, splits.ErrEmpty) {
+	ix, err := index.Load(ctx, st)
+	if errors.Is(err, index.ErrEmpty) {
 		// Read completely and found empty: a dataset made but never filled.
 		return fmt.Sprintf("%s\t0\t0 B\t0\t-\t%s", st.Dataset(), createdText(created)), nil
 	}
@@ -141,7 +141,7 @@ func createdText(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05 MST")
 }
 
-func indexBytes(ix *splits.Index) int64 {
+func indexBytes(ix *index.Index) int64 {
 	var n int64
 	for i := range uint32(ix.Len()) {
 		n += ix.Size(i)

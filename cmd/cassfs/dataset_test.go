@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
@@ -18,10 +19,10 @@ import (
 func TestDatasetListPrintsOnlyWhatItRead(t *testing.T) {
 	ctx := context.Background()
 	fill := func(st *memstore.Store, n int) *memstore.Store {
-		storetest.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
+		testkit.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
 		for i := range n {
 			s, data := storetest.MakeSample(st.Dataset(), i, i%2, 100)
-			storetest.Check(t, st.Put(ctx, s, data, nil))
+			testkit.Check(t, st.Put(ctx, s, data, nil))
 		}
 		return st
 	}

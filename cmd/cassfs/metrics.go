@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cassfs/cassfs/disktier"
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store"
@@ -118,32 +119,40 @@ func (m *metrics) watch(cache *prefetch.Cache, pf *prefetch.Prefetcher) {
 func (m *metrics) corruptCacheFile(error) { m.fetchErrors.WithLabelValues(store.KindCorrupt).Inc() }
 
 // watchDisk exports the disk tier's counters.
-func (m *metrics) watchDisk(d *prefetch.DiskTier) {
-	counter := func(name, help string, v func(prefetch.DiskStats) int64) prometheus.Collector {
+func (m *metrics) watchDisk(d *disktier.Tier) {
+	counter := func(name, help string, v func(disktier.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(v(d.Stats())) })
 	}
 	m.reg.MustRegister(
-		counter("cassfs_disk_cache_hits_total", "Fetches served from the cache directory.", func(s prefetch.DiskStats) int64 { return s.Hits }),
-		counter("cassfs_disk_cache_misses_total", "Fetches the cache directory could not serve (they went to the database).", func(s prefetch.DiskStats) int64 { return s.Misses }),
-		counter("cassfs_disk_cache_corrupt_total", "Cache files that failed verification (fetched again).", func(s prefetch.DiskStats) int64 { return s.Corrupt }),
-		counter("cassfs_disk_cache_write_errors_total", "Failed writes to the cache directory.", func(s prefetch.DiskStats) int64 { return s.WriteErrors }),
-		counter("cassfs_disk_cache_evictions_total", "Cache files removed, read by no known epoch order, for samples read again.", func(s prefetch.DiskStats) int64 { return s.Evicted }),
+		counter("cassfs_disk_cache_hits_total", "Fetches served from the cache directory.", func(s disktier.Stats) int64 { return s.Hits }),
+		counter("cassfs_disk_cache_misses_total", "Fetches the cache directory could not serve (they went to the database).", func(s disktier.Stats) int64 { return s.Misses }),
+		counter("cassfs_disk_cache_corrupt_total", "Cache files that failed verification (fetched again).", func(s disktier.Stats) int64 { return s.Corrupt }),
+		counter("cassfs_disk_cache_write_errors_total", "Failed writes to the cache directory.", func(s disktier.Stats) int64 { return s.WriteErrors }),
+		counter("cassfs_disk_cache_evictions_total", "Cache files removed, read by no known epoch order, for samples read again.", func(s disktier.Stats) int64 { return s.Evicted }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_bytes", Help: "Bytes held in the cache directory."}, func() float64 { return float64(d.Stats().Bytes) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "cassfs_disk_cache_entries", Help: "Files held in the cache directory."}, func() float64 { return float64(d.Stats().Entries) }),
 	)
 }
 
-// timed wraps a fetch function with the latency histogram and the error counter.
-func (m *metrics) timed(fetch prefetch.Fetch) prefetch.Fetch {
-	return func(ctx context.Context, i uint32) ([]byte, error) {
-		start := time.Now()
-		data, err := fetch(ctx, i)
-		m.fetchSeconds.Observe(time.Since(start).Seconds())
-		if err != nil {
-			m.fetchErrors.WithLabelValues(store.ErrorKind(err)).Inc()
-		}
-		return data, err
+// timed wraps a Fetcher with the latency histogram and the error counter.
+func (m *metrics) timed(next prefetch.Fetcher) *timedFetcher { return &timedFetcher{m, next} }
+
+// timedFetcher is the metrics' link in the read chain, below the memory cache and the disk
+// tier: it times what the store answers.
+type timedFetcher struct {
+	m    *metrics
+	next prefetch.Fetcher
+}
+
+// Fetch implements prefetch.Fetcher.
+func (f *timedFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
+	start := time.Now()
+	data, err := f.next.Fetch(ctx, i)
+	f.m.fetchSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		f.m.fetchErrors.WithLabelValues(store.ErrorKind(err)).Inc()
 	}
+	return data, err
 }
 
 // info exports what the mount serves, for cassfs stats and dashboards.

@@ -14,7 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cassfs/cassfs/disktier"
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -328,17 +330,17 @@ func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) 
 
 // looksAhead reports whether the mount has names looked up ahead of its readers: with
 // pushing and prefetching, and without targets (two names per position).
-func (f *mountFlags) looksAhead(ix *splits.Index) bool {
+func (f *mountFlags) looksAhead(ix *index.Index) bool {
 	return f.push && f.prefetch > 0 && f.lookahead > 0 && !ix.HasTargets()
 }
 
 // mount is what serves a mount: the index and splits, the cache and prefetcher, the views,
 // the filesystem and its metrics.
 type mount struct {
-	ix         *splits.Index
+	ix         *index.Index
 	shown      []*splits.Split
 	cache      *prefetch.Cache
-	disk       *prefetch.DiskTier   // nil: no --cache-dir
+	disk       *disktier.Tier       // nil: no --cache-dir
 	prefetcher *prefetch.Prefetcher // nil: no prefetching
 	fs         *cfs.FS
 	metrics    *metrics
@@ -364,7 +366,7 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		defer close(fetched)
 		stored, storedErr = splits.FetchStored(ctx, st, f.splits, log)
 	}()
-	ix, err := splits.LoadIndex(ctx, st)
+	ix, err := index.Load(ctx, st)
 	<-fetched
 	if errors.Is(storedErr, splits.ErrUnknownSplit) {
 		return nil, usageError{fmt.Errorf("--splits: %w", storedErr)}
@@ -394,16 +396,16 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
 	m.metrics.pprof = f.pprof
-	fetch := m.metrics.timed(prefetch.StoreFetch(st, ix))
+	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(st, ix))
 	if f.cacheDir != "" {
-		if m.disk, err = prefetch.OpenDiskTier(f.cacheDir, st.Dataset(), ix, f.cacheDirBytes, log); err != nil {
+		if m.disk, err = disktier.Open(f.cacheDir, st.Dataset(), ix, f.cacheDirBytes, log); err != nil {
 			return nil, usageError{fmt.Errorf("--cache-dir: %w", err)}
 		}
 		m.disk.OnCorrupt = m.metrics.corruptCacheFile
 		m.metrics.watchDisk(m.disk)
 		ds := m.disk.Stats()
 		log.Info("cache directory", "dir", f.cacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
-		fetch = m.disk.Fetch(fetch)
+		fetch = m.disk.Over(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
 	switch {
@@ -438,18 +440,12 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		vc.Progress = m.prefetcher
 	}
 	m.metrics.watch(m.cache, m.prefetcher)
-	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache.Get, Logger: log}
+	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache, Logger: log}
 	if co.Push != nil {
 		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
 	}
 	if m.disk != nil {
-		fc.Backing = func(i uint32) (*os.File, bool) {
-			f, ok := m.disk.Backing(i)
-			if ok {
-				m.cache.Drop(i) // read from its file from now on
-			}
-			return f, ok
-		}
+		fc.Backing = diskBacking{m.disk, m.cache}
 	}
 	m.fs = cfs.New(fc)
 	hedges := func() int64 { return 0 }
@@ -458,6 +454,22 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	}
 	m.metrics.served(m.fs, hedges)
 	return m, nil
+}
+
+// diskBacking opens samples held by the disk tier for the filesystem: fs.Backing.
+type diskBacking struct {
+	disk  *disktier.Tier
+	cache *prefetch.Cache
+}
+
+// Backing implements fs.Backing: a sample opened from its file is dropped from the memory
+// cache, since it is read from its file from now on.
+func (b diskBacking) Backing(i uint32) (*os.File, bool) {
+	f, ok := b.disk.Backing(i)
+	if ok {
+		b.cache.Drop(i)
+	}
+	return f, ok
 }
 
 // close stops prefetching and ends the fetches in flight.

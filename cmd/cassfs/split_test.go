@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cassfs/cassfs/store/storetest"
-
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -23,8 +22,8 @@ func tiles(t *testing.T, patients int, gap bool) *memstore.Store {
 	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
-	storetest.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
+	testkit.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	testkit.Check(t, st.AddColumns(ctx, []string{"patient_id", "slide"}))
 	for p := range patients {
 		for k := range 10 + p%5 {
 			label := 0
@@ -61,16 +60,16 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
-	infos := storetest.Must(st.Splits(ctx))(t)
+	infos := testkit.Must(st.Splits(ctx))(t)
 	if len(infos) != 3 {
 		t.Fatalf("stored %d splits, want 3", len(infos))
 	}
 	patientOf := map[uuid.UUID]string{}
-	storetest.Check(t, st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil }))
+	testkit.Check(t, st.Scan(ctx, func(s store.Sample) error { patientOf[s.ID] = s.Meta["patient_id"]; return nil }))
 	owner := map[string]string{}
 	total := 0
 	for _, in := range infos {
-		ids := storetest.Must(st.SplitMembers(ctx, in.Name))(t)
+		ids := testkit.Must(st.SplitMembers(ctx, in.Name))(t)
 		total += len(ids)
 		for _, id := range ids {
 			p := patientOf[id]
@@ -92,7 +91,7 @@ func TestSplitCreateStoresAndReports(t *testing.T) {
 	if !errors.Is(err, store.ErrExists) || !strings.Contains(err.Error(), "--replace") {
 		t.Errorf("create over existing splits: %v, want ErrExists suggesting --replace", err)
 	}
-	if after := storetest.Must(st.Splits(ctx))(t); after[0].Set != infos[0].Set {
+	if after := testkit.Must(st.Splits(ctx))(t); after[0].Set != infos[0].Set {
 		t.Error("a refused create changed the stored splits")
 	}
 	o.replace = true
@@ -146,7 +145,7 @@ func TestSplitCreateBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.As(err, &u) != tc.usage {
 			t.Errorf("%+v: got %v (usage error: %v), want one containing %q (usage error: %v)", o, err, errors.As(err, &u), tc.want, tc.usage)
 		}
-		if infos := storetest.Must(st.Splits(ctx))(t); len(infos) != 0 {
+		if infos := testkit.Must(st.Splits(ctx))(t); len(infos) != 0 {
 			t.Fatalf("%+v: a failed create stored %d splits", o, len(infos))
 		}
 	}
@@ -164,7 +163,7 @@ func TestSplitFoldsDryRun(t *testing.T) {
 	if !strings.Contains(out.String(), "would store fold-0-train, fold-0-val, fold-1-train") {
 		t.Errorf("dry run output:\n%s", out.String())
 	}
-	if infos := storetest.Must(st.Splits(ctx))(t); len(infos) != 0 {
+	if infos := testkit.Must(st.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("a dry run stored %d splits", len(infos))
 	}
 }
@@ -176,17 +175,17 @@ func TestSplitExportImport(t *testing.T) {
 	ctx := context.Background()
 	src := tiles(t, 30, false)
 	var out bytes.Buffer
-	storetest.Check(t, createSplits(ctx, src, defaultCreate(), &out))
+	testkit.Check(t, createSplits(ctx, src, defaultCreate(), &out))
 	var file bytes.Buffer
-	storetest.Check(t, splits.Export(ctx, src, nil, &file))
+	testkit.Check(t, splits.Export(ctx, src, nil, &file))
 	dst := tiles(t, 30, false) // the same samples, in another store
 	out.Reset()
-	storetest.Check(t, importSplits(ctx, dst, bytes.NewReader(file.Bytes()), "s.json", false, &out))
+	testkit.Check(t, importSplits(ctx, dst, bytes.NewReader(file.Bytes()), "s.json", false, &out))
 	if got := out.String(); got != "imported test, train, val into dataset tiles\n" {
 		t.Errorf("import printed %q", got)
 	}
 	for _, n := range []string{"train", "val", "test"} {
-		if a, b := storetest.Must(src.SplitMembers(ctx, n))(t), storetest.Must(dst.SplitMembers(ctx, n))(t); !slices.Equal(a, b) {
+		if a, b := testkit.Must(src.SplitMembers(ctx, n))(t), testkit.Must(dst.SplitMembers(ctx, n))(t); !slices.Equal(a, b) {
 			t.Errorf("split %s differs after export and import", n)
 		}
 	}

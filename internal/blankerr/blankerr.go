@@ -1,7 +1,7 @@
 // Package blankerr is a vet-style check run by make check: an error assigned to the blank
 // identifier ("v, _ := f()", "_ = f()") in a test. A test that drops an error reads
 // a zero value on failure and goes on asserting on it, so it fails for the wrong reason or
-// passes for one: the rule is that tests check every error (storetest.Check and Must make
+// passes for one: the rule is that tests check every error (testkit.Check and Must make
 // that one line). Product code is left to review and staticcheck: there, dropping an
 // error is sometimes right and says why in a comment.
 package blankerr
@@ -38,7 +38,7 @@ func run(pass *analysis.Pass) (any, error) {
 					continue
 				}
 				if t := resultType(pass, as, k); t != nil && types.Identical(t, errorType) {
-					pass.Reportf(lhs.Pos(), "an error assigned to _ in a test: check it (storetest.Check, or t.Fatal)")
+					pass.Reportf(lhs.Pos(), "an error assigned to _ in a test: check it (testkit.Check, or t.Fatal)")
 				}
 			}
 			return true

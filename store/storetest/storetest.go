@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 )
@@ -116,7 +117,7 @@ func testPutWithoutCRC(t *testing.T, s store.Store) {
 	smp.CRC32C, smp.HasCRC32C = 0, false
 	put(t, s, smp, data)
 	var got []store.Sample
-	Check(t, s.Scan(context.Background(), func(x store.Sample) error { got = append(got, x); return nil }))
+	testkit.Check(t, s.Scan(context.Background(), func(x store.Sample) error { got = append(got, x); return nil }))
 	if len(got) != 1 || got[0].HasCRC32C {
 		t.Errorf("a sample put without a CRC32C is listed as %+v, want one without", got)
 	}
@@ -251,7 +252,7 @@ func testPutRejects(t *testing.T, s store.Store) {
 		t.Errorf("Put with a wrong CRC32C succeeded")
 	}
 	n := 0
-	Check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))
+	testkit.Check(t, s.Scan(ctx, func(store.Sample) error { n++; return nil }))
 	if n != 0 {
 		t.Errorf("rejected puts left %d listed samples", n)
 	}
@@ -359,12 +360,12 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.PutSplits(ctx, []store.NewSplit{{Name: "test", Members: test[:1]}}, "p2", "r2", true); err != nil {
 		t.Fatal(err)
 	}
-	got = Must(s.SplitMembers(ctx, "test"))(t)
-	infos = Must(s.Splits(ctx))(t)
+	got = testkit.Must(s.SplitMembers(ctx, "test"))(t)
+	infos = testkit.Must(s.Splits(ctx))(t)
 	if !slices.Equal(got, test[:1]) || infos[0].Params != "p2" || infos[0].Set == infos[1].Set {
 		t.Errorf("after replace: members %v, params %q, sets %v %v", got, infos[0].Params, infos[0].Set, infos[1].Set)
 	}
-	if got := Must(s.SplitMembers(ctx, "train"))(t); len(got) != len(train) {
+	if got := testkit.Must(s.SplitMembers(ctx, "train"))(t); len(got) != len(train) {
 		t.Errorf("replacing test changed train: %d members", len(got))
 	}
 
@@ -372,13 +373,13 @@ func testSplits(t *testing.T, s store.Store) {
 	if err := s.DeleteSplits(ctx, []string{"test", "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("DeleteSplits(test, nope): %v, want ErrNotFound", err)
 	}
-	if infos := Must(s.Splits(ctx))(t); len(infos) != 2 {
+	if infos := testkit.Must(s.Splits(ctx))(t); len(infos) != 2 {
 		t.Errorf("a failed delete removed splits: %d left", len(infos))
 	}
 	if err := s.DeleteSplits(ctx, []string{"test", "train"}); err != nil {
 		t.Fatal(err)
 	}
-	if infos := Must(s.Splits(ctx))(t); len(infos) != 0 {
+	if infos := testkit.Must(s.Splits(ctx))(t); len(infos) != 0 {
 		t.Errorf("after deleting all, Splits = %+v", infos)
 	}
 	if _, err := s.SplitMembers(ctx, "train"); !errors.Is(err, store.ErrNotFound) {
@@ -403,7 +404,7 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 	if !errors.Is(err, store.ErrExists) {
 		t.Fatalf("PutSplits over an existing name: %v, want ErrExists", err)
 	}
-	infos := Must(s.Splits(ctx))(t)
+	infos := testkit.Must(s.Splits(ctx))(t)
 	if len(infos) != 1 || infos[0].Size != 4 {
 		t.Errorf("a refused PutSplits changed the splits: %+v", infos)
 	}
@@ -414,29 +415,10 @@ func testSplitsAllOrNothing(t *testing.T, s store.Store) {
 	}
 }
 
-// Must returns v, failing the test if err is not nil: Must(f())(t).
-func Must[T any](v T, err error) func(t testing.TB) T {
-	return func(t testing.TB) T {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-}
-
-// Check fails the test if err is not nil.
-func Check(t testing.TB, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // testCreated: a dataset made for the test knows it was made just now.
 func testCreated(t *testing.T, s store.Store) {
 	created, err := s.Created(context.Background())
-	Check(t, err)
+	testkit.Check(t, err)
 	if age := time.Since(created); age < -time.Second || age > 5*time.Minute {
 		t.Errorf("Created() = %v, %v ago: want the moment the dataset was made", created, age)
 	}
@@ -452,11 +434,11 @@ func testTargets(t *testing.T, s store.Store) {
 	smp.Target = &store.Target{Ext: ".png", Size: int64(len(mask)), Checksum: store.Checksum(mask), CRC32C: store.CRC32C(mask)}
 	plain, plainData := MakeSample(s.Dataset(), 3, 1, 900)
 	for range 2 {
-		Check(t, s.Put(ctx, smp, data, mask))
+		testkit.Check(t, s.Put(ctx, smp, data, mask))
 	}
-	Check(t, s.Put(ctx, plain, plainData, nil))
+	testkit.Check(t, s.Put(ctx, plain, plainData, nil))
 	b, err := s.Get(ctx, store.TargetID(smp.ID), nil)
-	Check(t, err)
+	testkit.Check(t, err)
 	if !bytes.Equal(b.Data, mask) || b.Label != 2 {
 		t.Errorf("Get(TargetID) = %d bytes, label %d; want the %d put, label 2", len(b.Data), b.Label, len(mask))
 	}
@@ -464,7 +446,7 @@ func testTargets(t *testing.T, s store.Store) {
 		t.Errorf("Get(ID) of a sample with a target: %d bytes, %v", len(b.Data), err)
 	}
 	got := map[uuid.UUID]store.Sample{}
-	Check(t, s.Scan(ctx, func(x store.Sample) error { got[x.ID] = x; return nil }))
+	testkit.Check(t, s.Scan(ctx, func(x store.Sample) error { got[x.ID] = x; return nil }))
 	if len(got) != 2 {
 		t.Fatalf("Scan listed %d samples, want 2 (targets are not samples)", len(got))
 	}

@@ -1,4 +1,12 @@
-package prefetch
+// Package evict holds the eviction policies cassfs keeps blobs by, Belady's MIN over the
+// known future of reads: Clairvoyant, exact, for the memory cache (thousands of blobs), and
+// SampledMIN, sampled, for the disk tier (millions of files). The future itself (Future,
+// ReuseFuture) comes from the prefetcher, which knows every stream's epoch orders, since
+// they are a pure function of the seed. It knows no blob, file or store.
+//
+// BenchmarkEvictionPolicies compares them with LRU and with keeping what is held, over
+// traces of epochs of permutations, whole and sharded.
+package evict
 
 import (
 	"container/heap"
@@ -16,51 +24,12 @@ type Future interface {
 }
 
 // ReuseFuture is a Future that also tells when a sample is read again after its next read
-// (the disk tier's admission: see DiskTier).
+// (the disk tier's admission: see package disktier).
 type ReuseFuture interface {
 	Future
 	// Reuse returns the first position after the sample's next read at which it is read
 	// again, or Never.
 	Reuse(sample uint32, now uint64) uint64
-}
-
-// EpochFuture is the Future of a stream that reads epochs in order, each a permutation of
-// the same n samples: what cassfs knows of a split, since every epoch's order is a pure
-// function of the seed. It holds each known epoch's inverse permutation (4 bytes per
-// sample per epoch); positions of epochs it does not hold are Never.
-type EpochFuture struct {
-	n   uint64
-	inv map[uint64][]uint32 // epoch → sample → position in the epoch
-}
-
-// NewEpochFuture returns the Future of epochs of n samples; add the orders it knows with Add.
-func NewEpochFuture(n int) *EpochFuture {
-	return &EpochFuture{n: uint64(n), inv: map[uint64][]uint32{}}
-}
-
-// Add makes epoch's order (a permutation of the n samples) known.
-func (f *EpochFuture) Add(epoch uint64, order []uint32) {
-	inv := make([]uint32, len(order))
-	for k, s := range order {
-		inv[s] = uint32(k)
-	}
-	f.inv[epoch] = inv
-}
-
-// Forget drops epoch's order (one the readers have left).
-func (f *EpochFuture) Forget(epoch uint64) { delete(f.inv, epoch) }
-
-// Next implements Future: the sample's position in the current epoch if it is still ahead,
-// else in the next one.
-func (f *EpochFuture) Next(sample uint32, now uint64) uint64 {
-	e, k := now/f.n, now%f.n
-	if inv, ok := f.inv[e]; ok && uint64(inv[sample]) >= k {
-		return e*f.n + uint64(inv[sample])
-	}
-	if inv, ok := f.inv[e+1]; ok {
-		return (e+1)*f.n + uint64(inv[sample])
-	}
-	return Never
 }
 
 // Clairvoyant is Belady's MIN over a known future: of the samples it holds, the one to
@@ -142,13 +111,6 @@ func (c *Clairvoyant) Victim(now uint64) (sample uint32, next uint64, ok bool) {
 	}
 	u := c.far.u[0]
 	return u.sample, u.next, true
-}
-
-// Admit reports whether sample, wanted at now, should take the place of the current victim
-// when there is no room: only if it is needed sooner.
-func (c *Clairvoyant) Admit(sample uint32, now uint64) bool {
-	_, vnext, ok := c.Victim(now)
-	return !ok || c.future.Next(sample, now) < vnext
 }
 
 // refresh looks up again the next use of held samples whose next use has passed.

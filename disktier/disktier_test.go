@@ -1,4 +1,4 @@
-package prefetch
+package disktier
 
 import (
 	"bytes"
@@ -15,27 +15,29 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/evict"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/google/uuid"
 )
 
 // diskDataset is an index of n samples whose bytes depend on version (a sample ingested
-// again has other bytes and another checksum), and a Fetch of them that counts its calls.
-func diskDataset(t *testing.T, n int, version string) (*splits.Index, Fetch, *atomic.Int64) {
+// again has other bytes and another checksum), and a Fetcher of them that counts its calls.
+func diskDataset(t *testing.T, n int, version string) (*index.Index, prefetch.FetchFunc, *atomic.Int64) {
 	t.Helper()
-	b := splits.NewIndexBuilder([]string{"a"})
+	b := index.NewBuilder([]string{"a"})
 	data := map[uuid.UUID][]byte{}
 	for k := range n {
 		name := fmt.Sprintf("a/x%03d.jpg", k)
 		d := bytes.Repeat([]byte(version+name), 50+k)
 		s := store.Sample{ID: store.SampleID("ds", name), Name: name, Size: int64(len(d)), Checksum: store.Checksum(d), CRC32C: store.CRC32C(d), HasCRC32C: true}
-		storetest.Check(t, b.Add(s))
+		testkit.Check(t, b.Add(s))
 		data[s.ID] = d
 	}
 	ix, err := b.Build()
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	var calls atomic.Int64
 	return ix, func(ctx context.Context, i uint32) ([]byte, error) {
 		calls.Add(1)
@@ -49,17 +51,17 @@ func TestDiskTierKeepsAndServes(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ix, next, calls := diskDataset(t, 20, "v1")
-	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
-	storetest.Check(t, err)
-	fetch := d.Fetch(next)
+	d, err := Open(dir, "ds", ix, 1<<30, quiet())
+	testkit.Check(t, err)
+	fetch := d.Over(next)
 	want := make([][]byte, ix.Len())
 	for i := range uint32(ix.Len()) {
-		want[i] = storetest.Must(next(ctx, i))(t)
+		want[i] = testkit.Must(next(ctx, i))(t)
 	}
 	calls.Store(0)
 	for range 2 {
 		for i := range uint32(ix.Len()) {
-			if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
+			if got := testkit.Must(fetch.Fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
 				t.Fatalf("sample %d: wrong bytes", i)
 			}
 		}
@@ -67,26 +69,26 @@ func TestDiskTierKeepsAndServes(t *testing.T) {
 	if calls.Load() != int64(ix.Len()) {
 		t.Errorf("two passes fetched %d times from the database, want %d (the second from disk)", calls.Load(), ix.Len())
 	}
-	if _, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "in use by another mount") {
+	if _, err := Open(dir, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "in use by another mount") {
 		t.Errorf("a second mount of the same directory and dataset: %v, want a refusal", err)
 	}
-	storetest.Check(t, d.Close())
+	testkit.Check(t, d.Close())
 
 	// A remount finds every entry; a stale temporary file goes, a file not ours stays.
-	storetest.Check(t, os.WriteFile(filepath.Join(dir, "ds", "notes.txt"), []byte("mine"), 0o600))
+	testkit.Check(t, os.WriteFile(filepath.Join(dir, "ds", "notes.txt"), []byte("mine"), 0o600))
 	tmp := filepath.Join(dir, "ds", "00", "x.tmp-123")
-	storetest.Check(t, os.MkdirAll(filepath.Dir(tmp), 0o700))
-	storetest.Check(t, os.WriteFile(tmp, []byte("half"), 0o600))
-	d, err = OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
-	storetest.Check(t, err)
+	testkit.Check(t, os.MkdirAll(filepath.Dir(tmp), 0o700))
+	testkit.Check(t, os.WriteFile(tmp, []byte("half"), 0o600))
+	d, err = Open(dir, "ds", ix, 1<<30, quiet())
+	testkit.Check(t, err)
 	defer d.Close()
 	if st := d.Stats(); st.Entries != ix.Len() {
 		t.Errorf("remount found %d entries, want %d", st.Entries, ix.Len())
 	}
 	calls.Store(0)
-	fetch = d.Fetch(next)
+	fetch = d.Over(next)
 	for i := range uint32(ix.Len()) {
-		if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
+		if got := testkit.Must(fetch.Fetch(ctx, i))(t); !bytes.Equal(got, want[i]) {
 			t.Fatalf("sample %d after remount: wrong bytes", i)
 		}
 	}
@@ -105,25 +107,25 @@ func TestDiskTierKeepsAndServes(t *testing.T) {
 func TestDiskTierRefetchesACorruptFile(t *testing.T) {
 	ctx := context.Background()
 	ix, next, calls := diskDataset(t, 3, "v1")
-	d, err := OpenDiskTier(t.TempDir(), "ds", ix, 1<<30, quiet())
-	storetest.Check(t, err)
+	d, err := Open(t.TempDir(), "ds", ix, 1<<30, quiet())
+	testkit.Check(t, err)
 	defer d.Close()
 	var reported atomic.Int64
 	d.OnCorrupt = func(error) { reported.Add(1) }
-	fetch := d.Fetch(next)
-	want := storetest.Must(fetch(ctx, 1))(t)
+	fetch := d.Over(next)
+	want := testkit.Must(fetch.Fetch(ctx, 1))(t)
 	p := d.path(1)
-	b := storetest.Must(os.ReadFile(p))(t)
+	b := testkit.Must(os.ReadFile(p))(t)
 	b[len(b)/2] ^= 1
-	storetest.Check(t, os.WriteFile(p, b, 0o600))
+	testkit.Check(t, os.WriteFile(p, b, 0o600))
 	calls.Store(0)
-	if got := storetest.Must(fetch(ctx, 1))(t); !bytes.Equal(got, want) {
+	if got := testkit.Must(fetch.Fetch(ctx, 1))(t); !bytes.Equal(got, want) {
 		t.Fatal("a corrupt cache file was served")
 	}
 	if calls.Load() != 1 || d.Stats().Corrupt != 1 || reported.Load() != 1 {
 		t.Errorf("corrupt file: %d fetches, %d counted, %d reported; want 1 each", calls.Load(), d.Stats().Corrupt, reported.Load())
 	}
-	if got := storetest.Must(os.ReadFile(p))(t); !bytes.Equal(got, want) {
+	if got := testkit.Must(os.ReadFile(p))(t); !bytes.Equal(got, want) {
 		t.Error("the corrupt file was not replaced by the fetched bytes")
 	}
 }
@@ -134,19 +136,19 @@ func TestDiskTierDropsEntriesOfReingestedSamples(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ix1, next1, _ := diskDataset(t, 5, "v1")
-	d := storetest.Must(OpenDiskTier(dir, "ds", ix1, 1<<30, quiet()))(t)
+	d := testkit.Must(Open(dir, "ds", ix1, 1<<30, quiet()))(t)
 	for i := range uint32(ix1.Len()) {
-		storetest.Must(d.Fetch(next1)(ctx, i))(t)
+		testkit.Must(d.Over(next1).Fetch(ctx, i))(t)
 	}
-	storetest.Check(t, d.Close())
+	testkit.Check(t, d.Close())
 	ix2, next2, calls := diskDataset(t, 5, "v2")
-	d = storetest.Must(OpenDiskTier(dir, "ds", ix2, 1<<30, quiet()))(t)
+	d = testkit.Must(Open(dir, "ds", ix2, 1<<30, quiet()))(t)
 	defer d.Close()
 	if st := d.Stats(); st.Entries != 0 || st.Bytes != 0 {
 		t.Errorf("entries of the old ingest were kept: %+v", st)
 	}
 	for i := range uint32(ix2.Len()) {
-		if got := storetest.Must(d.Fetch(next2)(ctx, i))(t); !bytes.Equal(got, storetest.Must(next2(ctx, i))(t)) {
+		if got := testkit.Must(d.Over(next2).Fetch(ctx, i))(t); !bytes.Equal(got, testkit.Must(next2(ctx, i))(t)) {
 			t.Fatalf("sample %d: old bytes served after the sample was ingested again", i)
 		}
 	}
@@ -162,28 +164,28 @@ func TestDiskTierBound(t *testing.T) {
 	dir := t.TempDir()
 	ix, next, _ := diskDataset(t, 30, "v1")
 	bound := ix.Size(0) * 10
-	d := storetest.Must(OpenDiskTier(dir, "ds", ix, bound, quiet()))(t)
+	d := testkit.Must(Open(dir, "ds", ix, bound, quiet()))(t)
 	for i := range uint32(ix.Len()) {
-		storetest.Must(d.Fetch(next)(ctx, i))(t)
+		testkit.Must(d.Over(next).Fetch(ctx, i))(t)
 	}
 	st := d.Stats()
 	if st.Bytes > bound || st.Entries == 0 || st.Bytes != dirBytes(t, filepath.Join(dir, "ds")) {
 		t.Errorf("bound %d: holds %d bytes in %d entries, %d on disk", bound, st.Bytes, st.Entries, dirBytes(t, filepath.Join(dir, "ds")))
 	}
-	storetest.Check(t, d.Close())
-	d = storetest.Must(OpenDiskTier(dir, "ds", ix, bound/2, quiet()))(t)
+	testkit.Check(t, d.Close())
+	d = testkit.Must(Open(dir, "ds", ix, bound/2, quiet()))(t)
 	defer d.Close()
 	if st := d.Stats(); st.Bytes > bound/2 || dirBytes(t, filepath.Join(dir, "ds")) > bound/2 {
 		t.Errorf("reopened with bound %d: holds %d bytes, %d on disk", bound/2, st.Bytes, dirBytes(t, filepath.Join(dir, "ds")))
 	}
-	if _, err := OpenDiskTier(filepath.Join(dir, "ds", ".lock"), "ds", ix, bound, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory") {
+	if _, err := Open(filepath.Join(dir, "ds", ".lock"), "ds", ix, bound, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory") {
 		t.Errorf("a cache directory that is a file: %v, want a clear error", err)
 	}
 }
 
 func dirBytes(t *testing.T, dir string) int64 {
 	var n int64
-	storetest.Check(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+	testkit.Check(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
 		if err == nil && !fi.IsDir() && fi.Name() != ".lock" {
 			n += fi.Size()
 		}
@@ -200,7 +202,7 @@ func TestDiskTierFullDisk(t *testing.T) {
 		t.Skip("mounting a small tmpfs needs root")
 	}
 	dir := t.TempDir()
-	storetest.Check(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"))
+	testkit.Check(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"))
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, 0); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
@@ -209,14 +211,14 @@ func TestDiskTierFullDisk(t *testing.T) {
 	ctx := context.Background()
 	ix, next, calls := diskDataset(t, 20, "v1")
 	var logged bytes.Buffer
-	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, slog.New(slog.NewTextHandler(&logged, nil)))
-	storetest.Check(t, err)
+	d, err := Open(dir, "ds", ix, 1<<30, slog.New(slog.NewTextHandler(&logged, nil)))
+	testkit.Check(t, err)
 	defer d.Close()
-	fetch := d.Fetch(next)
+	fetch := d.Over(next)
 	for pass := range 2 {
 		for i := range uint32(ix.Len()) {
-			got, err := fetch(ctx, i)
-			want := storetest.Must(next(ctx, i))(t)
+			got, err := fetch.Fetch(ctx, i)
+			want := testkit.Must(next(ctx, i))(t)
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("pass %d, sample %d: %v or wrong bytes", pass, i, err)
 			}
@@ -235,8 +237,8 @@ func TestDiskTierFullDisk(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "plain-file")
-	storetest.Check(t, os.WriteFile(file, nil, 0o600))
-	if _, err := OpenDiskTier(file, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory cassfs can write") {
+	testkit.Check(t, os.WriteFile(file, nil, 0o600))
+	if _, err := Open(file, "ds", ix, 1<<30, quiet()); err == nil || !strings.Contains(err.Error(), "must be a directory cassfs can write") {
 		t.Errorf("a cache directory that is a file: %v", err)
 	}
 }
@@ -248,16 +250,16 @@ func TestDiskTierBackingDuringWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	ix, next, _ := diskDataset(t, 300, "v1")
-	d, err := OpenDiskTier(dir, "ds", ix, 1<<30, quiet())
-	storetest.Check(t, err)
+	d, err := Open(dir, "ds", ix, 1<<30, quiet())
+	testkit.Check(t, err)
 	defer d.Close()
-	fetch := d.Fetch(next)
+	fetch := d.Over(next)
 	var wg sync.WaitGroup
 	for i := range uint32(ix.Len()) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			storetest.Must(fetch(ctx, i))(t)
+			testkit.Must(fetch.Fetch(ctx, i))(t)
 		}()
 		go func() { // the reader's open, racing the write
 			defer wg.Done()
@@ -272,9 +274,9 @@ func TestDiskTierBackingDuringWrite(t *testing.T) {
 	wg.Wait()
 	var files int
 	var size int64
-	storetest.Check(t, filepath.WalkDir(filepath.Join(dir, "ds"), func(p string, e fs.DirEntry, err error) error {
+	testkit.Check(t, filepath.WalkDir(filepath.Join(dir, "ds"), func(p string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			info := storetest.Must(e.Info())(t)
+			info := testkit.Must(e.Info())(t)
 			files++
 			size += info.Size()
 		}
@@ -285,24 +287,6 @@ func TestDiskTierBackingDuringWrite(t *testing.T) {
 	}
 }
 
-// futureMap is a ReuseFuture of fixed uses (from now 0): sample → its next read and the
-// read after it; samples not in it are Never.
-type futureMap map[uint32][2]uint64
-
-func (f futureMap) Next(sample uint32, now uint64) uint64 {
-	if u, ok := f[sample]; ok && u[0] != Never {
-		return now + u[0]
-	}
-	return Never
-}
-
-func (f futureMap) Reuse(sample uint32, now uint64) uint64 {
-	if u, ok := f[sample]; ok && u[1] != Never {
-		return now + u[1]
-	}
-	return Never
-}
-
 // Once full, the tier replaces an entry no known order reads by a sample read again after
 // the read it is fetched for; it turns away a sample not read again, and one that would
 // only take the place of an entry read later (no gain under permutations, a rewrite of the
@@ -311,20 +295,20 @@ func TestDiskTierEvictsByFuture(t *testing.T) {
 	ctx := context.Background()
 	ix, next, _ := diskDataset(t, 12, "v1")
 	dir := t.TempDir()
-	d := storetest.Must(OpenDiskTier(dir, "ds", ix, ix.Size(3)*4, quiet()))(t) // room for 0..3 (sizes grow with the index)
+	d := testkit.Must(Open(dir, "ds", ix, ix.Size(3)*4, quiet()))(t) // room for 0..3 (sizes grow with the index)
 	defer d.Close()
-	fetch := d.Fetch(next)
+	fetch := d.Over(next)
 	for i := range uint32(4) {
-		storetest.Must(fetch(ctx, i))(t)
+		testkit.Must(fetch.Fetch(ctx, i))(t)
 	}
 	// No future yet: a full tier admits nothing.
-	storetest.Must(fetch(ctx, 4))(t)
+	testkit.Must(fetch.Fetch(ctx, 4))(t)
 	if d.Holds(4) || d.Stats().Evicted != 0 {
 		t.Fatalf("without a future: holds 4 %v, evicted %d; want it turned away", d.Holds(4), d.Stats().Evicted)
 	}
 	// Sample 1 is read by no known order; 5 is read again, 6 is not, 7 is but 0, 2, 3 are too.
-	d.UseFuture(futureMap{0: {10, Never}, 2: {20, 200}, 3: {30, 300}, 5: {5, 50}, 6: {6, Never}, 7: {7, 70}})
-	storetest.Must(fetch(ctx, 5))(t)
+	d.UseFuture(testkit.Future{0: {10, evict.Never}, 2: {20, 200}, 3: {30, 300}, 5: {5, 50}, 6: {6, evict.Never}, 7: {7, 70}})
+	testkit.Must(fetch.Fetch(ctx, 5))(t)
 	if !d.Holds(5) || d.Holds(1) {
 		t.Errorf("sample 5 (read again) in place of 1 (read by no order): holds 5 %v, holds 1 %v", d.Holds(5), d.Holds(1))
 	}
@@ -332,7 +316,7 @@ func TestDiskTierEvictsByFuture(t *testing.T) {
 		t.Errorf("evicted sample 1's file: %v, want it removed", err)
 	}
 	for _, i := range []uint32{6, 7} {
-		storetest.Must(fetch(ctx, i))(t)
+		testkit.Must(fetch.Fetch(ctx, i))(t)
 		if d.Holds(i) {
 			t.Errorf("sample %d was admitted", i)
 		}
@@ -342,7 +326,7 @@ func TestDiskTierEvictsByFuture(t *testing.T) {
 		t.Errorf("evicted %d (want 1), holds %d bytes (bound %d), %d on disk", st.Evicted, st.Bytes, ix.Size(3)*4, dirBytes(t, filepath.Join(dir, "ds")))
 	}
 	for _, i := range []uint32{0, 2, 3, 5} {
-		if got := storetest.Must(fetch(ctx, i))(t); !bytes.Equal(got, storetest.Must(next(ctx, i))(t)) || !d.Holds(i) {
+		if got := testkit.Must(fetch.Fetch(ctx, i))(t); !bytes.Equal(got, testkit.Must(next(ctx, i))(t)) || !d.Holds(i) {
 			t.Errorf("sample %d: wrong bytes or not held", i)
 		}
 	}
@@ -352,7 +336,7 @@ func TestDiskTierEvictsByFuture(t *testing.T) {
 func openIn(t *testing.T, dir string) []string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	var open []string
 	for _, e := range ents {
 		if p, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && strings.HasPrefix(p, dir) && !strings.HasSuffix(p, ".lock") {
@@ -370,10 +354,10 @@ func TestDiskTierHoldsEntriesOpen(t *testing.T) {
 	ctx := context.Background()
 	ix, next, _ := diskDataset(t, 6, "v1")
 	dir := t.TempDir()
-	d := storetest.Must(OpenDiskTier(dir, "ds", ix, 1<<30, quiet()))(t)
-	fetch := d.Fetch(next)
+	d := testkit.Must(Open(dir, "ds", ix, 1<<30, quiet()))(t)
+	fetch := d.Over(next)
 	for i := range uint32(ix.Len()) {
-		storetest.Must(fetch(ctx, i))(t)
+		testkit.Must(fetch.Fetch(ctx, i))(t)
 	}
 	if n := len(openIn(t, dir)); n != ix.Len() {
 		t.Fatalf("%d entries held open after writing %d", n, ix.Len())
@@ -386,13 +370,13 @@ func TestDiskTierHoldsEntriesOpen(t *testing.T) {
 		defer f.Close()
 		b := make([]byte, ix.BlobSize(i))
 		_, err := f.ReadAt(b, 0)
-		storetest.Check(t, err)
+		testkit.Check(t, err)
 		return b, true
 	}
-	storetest.Check(t, os.Remove(d.path(2)))
+	testkit.Check(t, os.Remove(d.path(2)))
 	for range 2 {
 		got, ok := read(2)
-		if want := storetest.Must(next(ctx, 2))(t); !ok || !bytes.Equal(got, want) {
+		if want := testkit.Must(next(ctx, 2))(t); !ok || !bytes.Equal(got, want) {
 			t.Fatalf("an entry removed after it was verified: served %v, right bytes %v; want its held bytes", ok, bytes.Equal(got, want))
 		}
 	}
@@ -403,22 +387,22 @@ func TestDiskTierHoldsEntriesOpen(t *testing.T) {
 		}
 	}
 
-	storetest.Check(t, d.Close())
+	testkit.Check(t, d.Close())
 	if open := openIn(t, dir); len(open) != 0 {
 		t.Errorf("open after Close: %v", open)
 	}
 
-	d = storetest.Must(OpenDiskTier(dir, "ds", ix, 1<<30, quiet()))(t)
+	d = testkit.Must(Open(dir, "ds", ix, 1<<30, quiet()))(t)
 	d.maxFiles = 2
-	fetch = d.Fetch(next)
+	fetch = d.Over(next)
 	for i := range uint32(ix.Len()) {
-		storetest.Must(fetch(ctx, i))(t)
+		testkit.Must(fetch.Fetch(ctx, i))(t)
 		read(i)
 	}
 	if n := len(openIn(t, dir)); n != 2 {
 		t.Errorf("%d files open under the tier with maxFiles 2", n)
 	}
-	storetest.Check(t, d.Close())
+	testkit.Check(t, d.Close())
 	if open := openIn(t, dir); len(open) != 0 {
 		t.Errorf("open after Close: %v", open)
 	}
@@ -435,14 +419,14 @@ func TestReadDiskUsageNeverGuesses(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, ".lock"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	us, err := ReadDiskUsage(dir)
+	us, err := ReadUsage(dir)
 	if err != nil || len(us) != 1 || us[0].Hits != 0 || us[0].Misses != 0 {
 		t.Fatalf("an unused directory: %+v, %v", us, err)
 	}
 	if err := os.WriteFile(filepath.Join(root, statsFile), []byte(`{"hits": 12, "mis`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if us, err := ReadDiskUsage(dir); err == nil || !strings.Contains(err.Error(), "dataset tiles") {
+	if us, err := ReadUsage(dir); err == nil || !strings.Contains(err.Error(), "dataset tiles") {
 		t.Errorf("a damaged stats file: %+v, %v; want an error naming the dataset", us, err)
 	}
 }

@@ -1,8 +1,10 @@
-package prefetch
+package evict
 
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // The held set stays what was added and not removed, in any order of operations.
@@ -30,7 +32,7 @@ func TestSampledMINHeldSet(t *testing.T) {
 		}
 	}
 	// Victim draws only held samples that are eligible, and the farthest of them.
-	f := futureMap{}
+	f := testkit.Future{}
 	for i := range want {
 		f[i] = [2]uint64{uint64(i), Never}
 	}

@@ -1,4 +1,10 @@
-package splits
+// Package index is the in-memory catalogue of a dataset that every other part reads: every
+// listed sample in canonical order (ascending id) with its label, name, size, checksums,
+// metadata columns and target, loaded once by the store's metadata scan (Load) or built
+// sample by sample (Builder), and how a blob read is verified against it (Verify,
+// VerifyBlob). After it is built, listings and lookups never touch the database. It
+// programs against store.Store and knows neither FUSE nor CQL.
+package index
 
 import (
 	"bytes"
@@ -45,11 +51,11 @@ type Index struct {
 // position in the epoch (up to 10 digits and '_'), and a name may have 255 bytes.
 const MaxNameLen = 255 - 11
 
-// IndexBuilder collects samples for an Index. It is not safe for concurrent use.
-type IndexBuilder struct {
+// Builder collects samples for an Index. It is not safe for concurrent use.
+type Builder struct {
 	labels  []string
 	samples []indexEntry
-	// labelsLater: the class names come after the samples (LoadIndex reads both at once);
+	// labelsLater: the class names come after the samples (Load reads both at once);
 	// Build checks the labels then.
 	labelsLater bool
 	meta        map[string]*metaBuilder
@@ -66,13 +72,13 @@ type indexEntry struct {
 	target   *store.Target
 }
 
-// NewIndexBuilder starts an index of a dataset with the given class names.
-func NewIndexBuilder(labels []string) *IndexBuilder {
-	return &IndexBuilder{labels: slices.Clone(labels)}
+// NewBuilder starts an index of a dataset with the given class names.
+func NewBuilder(labels []string) *Builder {
+	return &Builder{labels: slices.Clone(labels)}
 }
 
 // Add adds one sample; its name keeps only the file name after the class directory.
-func (b *IndexBuilder) Add(s store.Sample) error {
+func (b *Builder) Add(s store.Sample) error {
 	if s.Label < 0 || s.Label >= len(b.labels) && !b.labelsLater || s.Label > math.MaxInt32 {
 		return fmt.Errorf("sample %s (%s) has label %d, but the dataset has %d classes", s.ID, s.Name, s.Label, len(b.labels))
 	}
@@ -108,7 +114,7 @@ func (b *IndexBuilder) Add(s store.Sample) error {
 }
 
 // Build returns the index; the builder must not be used afterwards.
-func (b *IndexBuilder) Build() (*Index, error) {
+func (b *Builder) Build() (*Index, error) {
 	// Sorted by id through small keys: moving the entries themselves (96 bytes) made the
 	// sort a fifth of a mount's start.
 	type key struct {
@@ -251,8 +257,8 @@ func (ix *Index) verifySizeLabel(what string, i uint32, b store.Blob, size int64
 	return nil
 }
 
-// LoadIndex builds the index of st's dataset with one metadata scan.
-func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
+// Load builds the index of st's dataset with one metadata scan.
+func Load(ctx context.Context, st store.Store) (*Index, error) {
 	// The class names and the scan at once: at long round trips each costs a few.
 	var labels []string
 	var labelsErr error
@@ -261,7 +267,7 @@ func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
 		defer close(read)
 		labels, labelsErr = st.Labels(ctx)
 	}()
-	b := &IndexBuilder{labelsLater: true}
+	b := &Builder{labelsLater: true}
 	scanErr := st.Scan(ctx, b.Add)
 	<-read
 	if labelsErr != nil {
@@ -284,7 +290,7 @@ func LoadIndex(ctx context.Context, st store.Store) (*Index, error) {
 	return ix, nil
 }
 
-// ErrEmpty is wrapped by LoadIndex's error for a dataset read completely and found to hold
+// ErrEmpty is wrapped by Load's error for a dataset read completely and found to hold
 // no class or no sample, as distinct from one that could not be read.
 var ErrEmpty = errors.New("the dataset is empty")
 
@@ -292,51 +298,3 @@ type emptyError struct{ msg string }
 
 func (e *emptyError) Error() string        { return e.msg }
 func (e *emptyError) Is(target error) bool { return target == ErrEmpty }
-
-// Split is a named subset of an index's samples. Members are canonical indices, ascending.
-type Split struct {
-	Name    string
-	Members []uint32
-}
-
-// All is the split holding every sample of ix.
-func All(ix *Index) *Split {
-	m := make([]uint32, ix.Len())
-	for i := range m {
-		m[i] = uint32(i)
-	}
-	return &Split{Name: "all", Members: m}
-}
-
-// Epoch is what one view of one epoch of a split holds, with what directory listings need.
-// Positions are counted in the shard's order of the epoch: Order[k] is position Start+k.
-type Epoch struct {
-	N       uint64
-	Start   uint32     // position of Order[0] in the shard's order
-	Len     uint32     // length of the shard's order: Start + len(Order)
-	Order   []uint32   // canonical sample index of positions Start, Start+1, ...
-	ByClass [][]uint32 // label → indices into Order of that label's samples, ascending
-}
-
-// NewEpoch computes epoch n of split s over ix with the given seed, as seen by view v.
-// v.Start must be between 0 and the shard's length.
-func NewEpoch(ix *Index, s *Split, seed, n uint64, v View) *Epoch {
-	p := Permutation(len(s.Members), s.Name, seed, n)
-	for k, m := range p {
-		p[k] = s.Members[m] // in place: p[k] is read once, before it is overwritten
-	}
-	p = v.Shard.Take(p)
-	e := &Epoch{N: n, Start: v.Start, Len: uint32(len(p)), Order: p[v.Start:], ByClass: make([][]uint32, len(ix.labels))}
-	counts := make([]int, len(ix.labels))
-	for _, i := range e.Order {
-		counts[ix.label[i]]++
-	}
-	for c, cnt := range counts {
-		e.ByClass[c] = make([]uint32, 0, cnt)
-	}
-	for k, i := range e.Order {
-		c := ix.label[i]
-		e.ByClass[c] = append(e.ByClass[c], uint32(k))
-	}
-	return e
-}

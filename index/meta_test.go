@@ -1,17 +1,18 @@
-package splits
+package index_test
 
 import (
 	"fmt"
 	"slices"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 )
 
 // The index answers every sample's metadata after reordering to canonical order, and
 // omits values a sample does not have.
 func TestIndexMetadata(t *testing.T) {
-	b := NewIndexBuilder([]string{"a", "b"})
+	b := index.NewBuilder([]string{"a", "b"})
 	want := map[string]map[string]string{}
 	for k := range 300 {
 		name := fmt.Sprintf("%c/t%d.png", 'a'+k%2, k)

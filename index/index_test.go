@@ -1,4 +1,4 @@
-package splits
+package index_test
 
 import (
 	"bytes"
@@ -9,35 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store/memstore"
-	"github.com/cassfs/cassfs/store/storetest"
 
 	"github.com/cassfs/cassfs/store"
 )
 
-func testIndex(t testing.TB, n, classes int) *Index {
-	t.Helper()
-	var labels []string
-	for c := range classes {
-		labels = append(labels, fmt.Sprintf("c%d", c))
-	}
-	b := NewIndexBuilder(labels)
-	for i := range n {
-		name := fmt.Sprintf("c%d/img%d.jpg", i%classes, i)
-		data := []byte(name)
-		if err := b.Add(store.Sample{ID: store.SampleID("ds", name), Label: i % classes, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ix, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ix
-}
-
 func TestIndexCanonicalOrderAndLookup(t *testing.T) {
-	ix := testIndex(t, 500, 3)
+	ix := testkit.Index(t, 500, 3)
 	for i := range uint32(ix.Len()) {
 		if prev, cur := ix.ID(max(i, 1)-1), ix.ID(i); i > 0 && bytes.Compare(prev[:], cur[:]) >= 0 {
 			t.Fatalf("ids not ascending at %d", i)
@@ -57,7 +37,7 @@ func TestIndexCanonicalOrderAndLookup(t *testing.T) {
 }
 
 func TestIndexVerify(t *testing.T) {
-	ix := testIndex(t, 10, 2)
+	ix := testkit.Index(t, 10, 2)
 	i := uint32(3)
 	good := []byte(fmt.Sprintf("c%d/%s", ix.Label(i), ix.Name(i)))
 	if err := ix.Verify(i, store.Blob{Label: ix.Label(i), Data: good}); err != nil {
@@ -81,7 +61,7 @@ func TestIndexVerify(t *testing.T) {
 }
 
 func TestIndexRejectsBadSamples(t *testing.T) {
-	b := NewIndexBuilder([]string{"a"})
+	b := index.NewBuilder([]string{"a"})
 	for _, s := range []store.Sample{
 		{Label: 1, Name: "a/x.jpg", Size: 1},
 		{Label: -1, Name: "a/x.jpg", Size: 1},
@@ -96,7 +76,7 @@ func TestIndexRejectsBadSamples(t *testing.T) {
 }
 
 func TestIndexRejectsASampleListedTwice(t *testing.T) {
-	b := NewIndexBuilder([]string{"a"})
+	b := index.NewBuilder([]string{"a"})
 	for k, name := range []string{"a/x.jpg", "a/y.jpg", "a/z.jpg", "a/y.jpg"} {
 		s := store.Sample{ID: store.SampleID("ds", name), Label: 0, Name: name, Size: int64(k + 1)}
 		if err := b.Add(s); err != nil {
@@ -108,45 +88,11 @@ func TestIndexRejectsASampleListedTwice(t *testing.T) {
 	}
 }
 
-func TestEpochByClass(t *testing.T) {
-	ix := testIndex(t, 300, 4)
-	s := All(ix)
-	e := NewEpoch(ix, s, 9, 2, View{})
-	if !isPermutation(e.Order) {
-		t.Fatal("epoch order of the all split is not a permutation")
-	}
-	total := 0
-	for c, positions := range e.ByClass {
-		if !slices.IsSorted(positions) {
-			t.Errorf("class %d positions not ascending", c)
-		}
-		for _, p := range positions {
-			if ix.Label(e.Order[p]) != c {
-				t.Errorf("position %d listed under class %d holds label %d", p, c, ix.Label(e.Order[p]))
-			}
-		}
-		total += len(positions)
-	}
-	if total != ix.Len() {
-		t.Errorf("classes list %d positions, want %d", total, ix.Len())
-	}
-	// A subset split permutes its members only.
-	sub := &Split{Name: "sub", Members: []uint32{3, 10, 11, 200}}
-	se := NewEpoch(ix, sub, 9, 2, View{})
-	got := slices.Clone(se.Order)
-	slices.Sort(got)
-	if !slices.Equal(got, sub.Members) {
-		t.Errorf("subset epoch visits %v, want the members %v", got, sub.Members)
-	}
-}
-
-// TestIndexVerifyChoosesTheChecksum: a sample with a CRC32C is verified by it (a blob whose
-// CRC differs fails even if its SHA-256 matched), one without by its SHA-256.
 func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
 	data := []byte("the bytes of one image")
 	other := slices.Clone(data)
 	other[3] ^= 0x10
-	b := NewIndexBuilder([]string{"a"})
+	b := index.NewBuilder([]string{"a"})
 	with := store.Sample{ID: store.SampleID("ds", "a/with.jpg"), Name: "a/with.jpg", Size: int64(len(data)),
 		Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}
 	// Listed with the CRC of other bytes but the SHA-256 of data: only the CRC can tell.
@@ -155,10 +101,10 @@ func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
 	without := store.Sample{ID: store.SampleID("ds", "a/old.jpg"), Name: "a/old.jpg", Size: int64(len(data)),
 		Checksum: store.Checksum(data)}
 	for _, s := range []store.Sample{with, crcOnly, without} {
-		storetest.Check(t, b.Add(s))
+		testkit.Check(t, b.Add(s))
 	}
 	ix, err := b.Build()
-	storetest.Check(t, err)
+	testkit.Check(t, err)
 	find := func(s store.Sample) uint32 { i, _ := ix.Find(s.ID); return i }
 	for _, tc := range []struct {
 		s    store.Sample
@@ -176,19 +122,19 @@ func TestIndexVerifyChoosesTheChecksum(t *testing.T) {
 	}
 }
 
-// LoadIndex reads the class names while it scans: a sample whose label has no class name
+// index.Load reads the class names while it scans: a sample whose label has no class name
 // is still refused, naming it.
 func TestLoadIndexRefusesALabelWithoutAClass(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
-	storetest.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
+	testkit.Check(t, st.SetLabels(ctx, []string{"normal", "tumor"}))
 	for k, label := range []int{0, 1, 2} {
 		name := fmt.Sprintf("c/x%d.jpg", k)
 		data := []byte(name)
 		s := store.Sample{ID: store.SampleID("tiles", name), Label: label, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}
-		storetest.Check(t, st.Put(ctx, s, data, nil))
+		testkit.Check(t, st.Put(ctx, s, data, nil))
 	}
-	if _, err := LoadIndex(ctx, st); err == nil || !strings.Contains(err.Error(), "x2.jpg) has label 2, but the dataset has 2 classes") {
-		t.Errorf("LoadIndex of a dataset with a sample of label 2 and 2 classes: %v, want an error naming it", err)
+	if _, err := index.Load(ctx, st); err == nil || !strings.Contains(err.Error(), "x2.jpg) has label 2, but the dataset has 2 classes") {
+		t.Errorf("Load of a dataset with a sample of label 2 and 2 classes: %v, want an error naming it", err)
 	}
 }

@@ -1,4 +1,10 @@
-package prefetch
+// Package disktier keeps fetched blobs as files in a local directory (a GPU node's NVMe),
+// so that epochs after the first, and later mounts, read them from disk instead of the
+// database: the Tier (a prefetch.Fetcher over the store's, bounded in bytes, evicting by
+// the known future with evict.SampledMIN), and what `cassfs cache show` and `cache clear`
+// do with such a directory without opening it (ReadUsage, Remove). It knows neither FUSE
+// nor the database.
+package disktier
 
 import (
 	"context"
@@ -17,12 +23,14 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cassfs/cassfs/evict"
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/bitset"
-	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/prefetch"
 	"github.com/google/uuid"
 )
 
-// DiskTier keeps fetched blobs as files in a directory (a GPU node's NVMe), so that epochs
+// Tier keeps fetched blobs as files in a directory (a GPU node's NVMe), so that epochs
 // after the first, and later mounts, read them from disk instead of the database.
 //
 // An entry is DIR/<dataset>/<first two hex digits of the id>/<sample id>-<first 16 hex
@@ -45,24 +53,24 @@ import (
 // move on — a rank of a sharded job reads another part of the split every epoch, a job
 // moves from one split to another, `cassfs cache warm` filled it with samples this mount
 // does not read — replaces what will not be read by what will. Entries are drawn at random
-// (SampledMIN, 8 bytes per entry) rather than kept ordered. Without a known future
+// (evict.SampledMIN, 8 bytes per entry) rather than kept ordered. Without a known future
 // (cassfs cache warm) it admits nothing once full. A mount that finds more than its bound
 // (a smaller --cache-dir-size than last time) removes entries until it fits.
 //
 // One mount at a time uses a dataset's directory: it holds an exclusive lock on
 // DIR/<dataset>/.lock, and a second mount of the dataset with the same directory is
 // refused with a clear error (give each its own directory).
-type DiskTier struct {
+type Tier struct {
 	dir      string
-	ix       *splits.Index
+	ix       *index.Index
 	maxBytes int64
 	lock     *os.File
 	log      *slog.Logger
 
 	mu       sync.Mutex
 	held     map[uint32]int64    // guarded by mu: sample → size of its entry
-	policy   *SampledMIN         // guarded by mu: the held samples, for eviction
-	future   ReuseFuture         // guarded by mu: what evicts (nil: none, the tier keeps what it has)
+	policy   *evict.SampledMIN   // guarded by mu: the held samples, for eviction
+	future   evict.ReuseFuture   // guarded by mu: what evicts (nil: none, the tier keeps what it has)
 	bytes    int64               // guarded by mu
 	verified map[uint32]fileID   // guarded by mu: entries written or verified by this mount, as they were then
 	files    map[uint32]*os.File // guarded by mu: verified entries held open (at most maxFiles; see Backing)
@@ -70,13 +78,13 @@ type DiskTier struct {
 	present  bitset.Set // held samples (Holds without the lock)
 
 	hits, misses, corrupt, writeErrors, evicted atomic.Int64
-	before                                      DiskStats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
+	before                                      Stats // hits and misses of earlier mounts (DIR/<dataset>/.stats)
 	// OnCorrupt, if set, is called with the error of every entry that failed verification.
 	OnCorrupt func(error)
 }
 
-// DiskStats are the disk tier's counters.
-type DiskStats struct {
+// Stats are the disk tier's counters.
+type Stats struct {
 	Hits, Misses, Corrupt, WriteErrors int64
 	Evicted                            int64 // entries no known order reads, removed for ones read again
 	Entries                            int
@@ -86,10 +94,10 @@ type DiskStats struct {
 // statsFile keeps the hits and misses of the mounts that used a dataset's directory.
 const statsFile = ".stats"
 
-// DiskUsage is what a directory holds for one dataset, read without opening it (cassfs
+// Usage is what a directory holds for one dataset, read without opening it (cassfs
 // cache show): entries, bytes, whether a mount holds it, and the hits and misses of the
 // mounts that used it.
-type DiskUsage struct {
+type Usage struct {
 	Dataset      string
 	Entries      int
 	Bytes        int64
@@ -97,13 +105,13 @@ type DiskUsage struct {
 	Hits, Misses int64
 }
 
-// ReadDiskUsage reports every dataset held in the cache directory dir.
-func ReadDiskUsage(dir string) ([]DiskUsage, error) {
+// ReadUsage reports every dataset held in the cache directory dir.
+func ReadUsage(dir string) ([]Usage, error) {
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("cache directory %s: %w", dir, err)
 	}
-	var out []DiskUsage
+	var out []Usage
 	for _, de := range des {
 		root := filepath.Join(dir, de.Name())
 		if !de.IsDir() {
@@ -112,7 +120,7 @@ func ReadDiskUsage(dir string) ([]DiskUsage, error) {
 		if _, err := os.Stat(filepath.Join(root, ".lock")); err != nil {
 			continue // not a dataset's directory
 		}
-		u := DiskUsage{Dataset: de.Name()}
+		u := Usage{Dataset: de.Name()}
 		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -140,7 +148,7 @@ func ReadDiskUsage(dir string) ([]DiskUsage, error) {
 			}
 			f.Close()
 		}
-		var st DiskStats
+		var st Stats
 		b, err := os.ReadFile(filepath.Join(root, statsFile))
 		if err == nil {
 			err = json.Unmarshal(b, &st)
@@ -158,9 +166,9 @@ func ReadDiskUsage(dir string) ([]DiskUsage, error) {
 	return out, nil
 }
 
-// RemoveDiskTier removes dataset ds's entries from the cache directory dir, unless a mount
+// Remove removes dataset ds's entries from the cache directory dir, unless a mount
 // uses them.
-func RemoveDiskTier(dir, ds string) error {
+func Remove(dir, ds string) error {
 	root := filepath.Join(dir, ds)
 	f, err := os.Open(filepath.Join(root, ".lock"))
 	if err != nil {
@@ -173,9 +181,9 @@ func RemoveDiskTier(dir, ds string) error {
 	return os.RemoveAll(root)
 }
 
-// OpenDiskTier opens (making it if needed) the disk tier of dataset ds in dir, bounded by
+// Open opens (making it if needed) the disk tier of dataset ds in dir, bounded by
 // maxBytes, and indexes the entries it already holds for ix.
-func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Logger) (*DiskTier, error) {
+func Open(dir, ds string, ix *index.Index, maxBytes int64, log *slog.Logger) (*Tier, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("cache directory %s: a size bound is needed (--cache-dir-size)", dir)
 	}
@@ -194,8 +202,8 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 		}
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
 	}
-	d := &DiskTier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
-		policy: NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{},
+	d := &Tier{dir: root, ix: ix, maxBytes: maxBytes, lock: lock, log: log, held: map[uint32]int64{},
+		policy: evict.NewSampledMIN(ix.Len(), uint64(os.Getpid())), verified: map[uint32]fileID{},
 		files: map[uint32]*os.File{}, maxFiles: maxHeldFiles(), present: bitset.New(ix.Len())}
 	if b, err := os.ReadFile(filepath.Join(root, statsFile)); err == nil {
 		json.Unmarshal(b, &d.before) // counters only: unreadable ones start again at zero
@@ -209,7 +217,7 @@ func OpenDiskTier(dir, ds string, ix *splits.Index, maxBytes int64, log *slog.Lo
 
 // scan indexes the entries that are valid for the index, removes stale ones (samples
 // ingested again or gone, temporary files of a crashed write) and trims to the bound.
-func (d *DiskTier) scan() error {
+func (d *Tier) scan() error {
 	err := filepath.WalkDir(d.dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -249,7 +257,7 @@ func (d *DiskTier) scan() error {
 
 // parse reads an entry's name: ok if it is named as entries are, valid if it is the
 // current entry of a sample of the index.
-func (d *DiskTier) parse(name string) (i uint32, ok, valid bool) {
+func (d *Tier) parse(name string) (i uint32, ok, valid bool) {
 	if len(name) != 36+1+16 || name[36] != '-' {
 		return 0, false, false
 	}
@@ -270,7 +278,7 @@ func (d *DiskTier) parse(name string) (i uint32, ok, valid bool) {
 // name is sample i's entry name. In a dataset with targets the entry holds the target
 // too, and its target's CRC32C is folded into the key: a target ingested anew makes it
 // stale like a new blob does.
-func (d *DiskTier) name(i uint32) string {
+func (d *Tier) name(i uint32) string {
 	sum := d.ix.Checksum(i)
 	if d.ix.HasTargets() {
 		binary.BigEndian.PutUint32(sum[4:8], binary.BigEndian.Uint32(sum[4:8])^d.ix.TargetCRC32C(i))
@@ -278,32 +286,40 @@ func (d *DiskTier) name(i uint32) string {
 	return d.ix.ID(i).String() + "-" + hex.EncodeToString(sum[:8])
 }
 
-func (d *DiskTier) path(i uint32) string {
+func (d *Tier) path(i uint32) string {
 	n := d.name(i)
 	return filepath.Join(d.dir, n[:2], n)
 }
 
-// Fetch returns a Fetch that serves samples from the disk tier and fetches the others
-// with next, keeping them on disk while the bound allows.
-func (d *DiskTier) Fetch(next Fetch) Fetch {
-	return func(ctx context.Context, i uint32) ([]byte, error) {
-		if data, ok := d.read(i); ok {
-			d.hits.Add(1)
-			return data, nil
-		}
-		d.misses.Add(1)
-		data, err := next(ctx, i)
-		if err != nil {
-			return nil, err
-		}
-		d.write(i, data)
+// Over returns the Fetcher that serves samples from the tier and fetches the others with
+// next, keeping them on disk while the bound allows.
+func (d *Tier) Over(next prefetch.Fetcher) *Fetcher { return &Fetcher{tier: d, next: next} }
+
+// Fetcher is the tier's link in the read chain: above the store, below the memory cache.
+type Fetcher struct {
+	tier *Tier
+	next prefetch.Fetcher
+}
+
+// Fetch implements prefetch.Fetcher.
+func (f *Fetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
+	d := f.tier
+	if data, ok := d.read(i); ok {
+		d.hits.Add(1)
 		return data, nil
 	}
+	d.misses.Add(1)
+	data, err := f.next.Fetch(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	d.write(i, data)
+	return data, nil
 }
 
 // read returns sample i's entry if it holds one that verifies. The Cache fetches a sample
 // once at a time, so read and write never race for one sample.
-func (d *DiskTier) read(i uint32) ([]byte, bool) {
+func (d *Tier) read(i uint32) ([]byte, bool) {
 	if !d.Holds(i) {
 		return nil, false // none, or still being written
 	}
@@ -320,7 +336,7 @@ func (d *DiskTier) read(i uint32) ([]byte, bool) {
 
 // verify checks an entry's content against the index; a mismatch is counted, logged and
 // reported (OnCorrupt) before the caller drops the entry.
-func (d *DiskTier) verify(i uint32, data []byte) error {
+func (d *Tier) verify(i uint32, data []byte) error {
 	err := d.ix.VerifyBlob(i, data)
 	if err != nil {
 		d.corrupt.Add(1)
@@ -344,7 +360,7 @@ func (d *DiskTier) verify(i uint32, data []byte) error {
 // directory and the inode from disk, inside the reader's OPEN). The held file pins its
 // inode, not its data, and the entry's eviction or removal closes it, so the bound on
 // disk still holds once no reader has it open.
-func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
+func (d *Tier) Backing(i uint32) (*os.File, bool) {
 	if !d.Holds(i) {
 		return nil, false
 	}
@@ -408,7 +424,7 @@ func (d *DiskTier) Backing(i uint32) (*os.File, bool) {
 // hold keeps a descriptor of f, which verified as id, open for later opens of sample i's
 // entry, unless one is held already or the entry was dropped meanwhile. When maxFiles are
 // held, another one is closed first.
-func (d *DiskTier) hold(i uint32, f *os.File, id fileID) {
+func (d *Tier) hold(i uint32, f *os.File, id fileID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if h := d.files[i]; h != nil || d.maxFiles <= 0 {
@@ -456,7 +472,7 @@ var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); retu
 // write keeps data as sample i's entry if the bound allows: to a temporary name, then
 // renamed. A failure (a full disk, a directory gone) is logged once and counted; the
 // sample is served from memory all the same.
-func (d *DiskTier) write(i uint32, data []byte) {
+func (d *Tier) write(i uint32, data []byte) {
 	n := int64(len(data))
 	d.mu.Lock()
 	if _, ok := d.held[i]; ok {
@@ -526,7 +542,7 @@ func (d *DiskTier) write(i uint32, data []byte) {
 
 // UseFuture makes the tier evict by f once full (see the type's doc): the prefetcher,
 // which counts reads from its streams' readers.
-func (d *DiskTier) UseFuture(f ReuseFuture) {
+func (d *Tier) UseFuture(f evict.ReuseFuture) {
 	d.mu.Lock()
 	d.future = f
 	d.mu.Unlock()
@@ -536,17 +552,17 @@ func (d *DiskTier) UseFuture(f ReuseFuture) {
 // reads until n more bytes fit, if sample i is read again after the read it is fetched
 // for. It returns the samples forgotten, whose files the caller removes outside the lock,
 // and whether sample i fits now. d.mu is held.
-func (d *DiskTier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits bool) {
+func (d *Tier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits bool) {
 	if d.bytes+n <= d.maxBytes {
 		return nil, true
 	}
 	// Distances from the readers' positions now: any clock will do, as nothing is kept.
-	if d.future == nil || n > d.maxBytes || d.future.Reuse(i, 0) == Never {
+	if d.future == nil || n > d.maxBytes || d.future.Reuse(i, 0) == evict.Never {
 		return nil, false
 	}
 	for d.bytes+n > d.maxBytes {
 		v, next, ok := d.policy.Victim(d.future, 0, d.Holds)
-		if !ok || next != Never {
+		if !ok || next != evict.Never {
 			return evicted, false
 		}
 		d.forgetLocked(v)
@@ -557,7 +573,7 @@ func (d *DiskTier) makeRoomLocked(i uint32, n int64) (evicted []uint32, fits boo
 
 // forgetLocked stops holding sample i's entry (its file stays for the caller to remove).
 // d.mu is held.
-func (d *DiskTier) forgetLocked(i uint32) {
+func (d *Tier) forgetLocked(i uint32) {
 	if h := d.files[i]; h != nil {
 		h.Close()
 		delete(d.files, i)
@@ -572,7 +588,7 @@ func (d *DiskTier) forgetLocked(i uint32) {
 }
 
 // drop forgets sample i's entry and removes its file.
-func (d *DiskTier) drop(i uint32) {
+func (d *Tier) drop(i uint32) {
 	d.mu.Lock()
 	d.forgetLocked(i)
 	d.mu.Unlock()
@@ -580,17 +596,17 @@ func (d *DiskTier) drop(i uint32) {
 }
 
 // Stats returns the tier's counters.
-func (d *DiskTier) Stats() DiskStats {
+func (d *Tier) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return DiskStats{Hits: d.hits.Load(), Misses: d.misses.Load(), Corrupt: d.corrupt.Load(), WriteErrors: d.writeErrors.Load(),
+	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Corrupt: d.corrupt.Load(), WriteErrors: d.writeErrors.Load(),
 		Evicted: d.evicted.Load(), Entries: len(d.held), Bytes: d.bytes, MaxBytes: d.maxBytes}
 }
 
 // Holds reports whether sample i has an entry (or one is being written).
-func (d *DiskTier) Holds(i uint32) bool { return d.present.Has(i) }
+func (d *Tier) Holds(i uint32) bool { return d.present.Has(i) }
 
-func (d *DiskTier) mark(i uint32, on bool) { d.present.Put(i, on) }
+func (d *Tier) mark(i uint32, on bool) { d.present.Put(i, on) }
 
 // fileID is what tells that an entry's file is still the one verified: its inode, size and
 // modification time (a write to it, or a new file in its place, changes them).
@@ -608,21 +624,21 @@ func idOf(f *os.File) (fileID, bool) {
 
 // ForgetCounts leaves this use's hits and misses out of the directory's (cassfs cache warm:
 // filling is not a mount's reading).
-func (d *DiskTier) ForgetCounts() {
+func (d *Tier) ForgetCounts() {
 	d.hits.Store(0)
 	d.misses.Store(0)
 }
 
 // Close adds this mount's hits and misses to the directory's, closes the entries it holds
 // open and releases its lock.
-func (d *DiskTier) Close() error {
+func (d *Tier) Close() error {
 	d.mu.Lock()
 	for v, h := range d.files {
 		h.Close()
 		delete(d.files, v)
 	}
 	d.mu.Unlock()
-	st := DiskStats{Hits: d.before.Hits + d.hits.Load(), Misses: d.before.Misses + d.misses.Load()}
+	st := Stats{Hits: d.before.Hits + d.hits.Load(), Misses: d.before.Misses + d.misses.Load()}
 	if b, err := json.Marshal(st); err == nil {
 		// Written aside and renamed, so cache show never reads half a file.
 		tmp := filepath.Join(d.dir, statsFile+".tmp")

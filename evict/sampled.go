@@ -1,4 +1,4 @@
-package prefetch
+package evict
 
 import "math/rand/v2"
 

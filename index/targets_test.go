@@ -1,10 +1,12 @@
-package splits
+package index_test
 
 import (
 	"errors"
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 )
 
@@ -13,18 +15,18 @@ import (
 func TestIndexTargets(t *testing.T) {
 	img, mask := []byte("image"), []byte("mask!!")
 	target := &store.Target{Ext: ".nii.gz", Size: int64(len(mask)), Checksum: store.Checksum(mask), CRC32C: store.CRC32C(mask)}
-	add := func(b *IndexBuilder, name string, tg *store.Target) {
+	add := func(b *index.Builder, name string, tg *store.Target) {
 		if err := b.Add(store.Sample{ID: store.SampleID("d", name), Label: 0, Name: name, Size: int64(len(img)), Checksum: store.Checksum(img), Target: tg}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b := NewIndexBuilder([]string{"a"})
+	b := index.NewBuilder([]string{"a"})
 	add(b, "a/scan.jpg", target)
 	add(b, "a/other", nil)
 	if _, err := b.Build(); err == nil || !strings.Contains(err.Error(), "1 of 2 samples have a target") {
 		t.Errorf("mixed targets: %v", err)
 	}
-	b = NewIndexBuilder([]string{"a"})
+	b = index.NewBuilder([]string{"a"})
 	add(b, "a/scan.jpg", target)
 	add(b, "a/noext", target)
 	ix, err := b.Build()
@@ -48,7 +50,7 @@ func TestIndexTargets(t *testing.T) {
 			}
 		}
 	}
-	plain := testIndex(t, 3, 1)
+	plain := testkit.Index(t, 3, 1)
 	if plain.HasTargets() || plain.BlobSize(0) != plain.Size(0) {
 		t.Error("an index without targets has targets")
 	}

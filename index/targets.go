@@ -1,4 +1,4 @@
-package splits
+package index
 
 import (
 	"fmt"

@@ -1,8 +1,9 @@
-package prefetch
+package evict
 
 import (
 	"container/list"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -77,7 +78,7 @@ func simulate(trace []uint32, capacity int, future Future, before ...func(k int)
 			continue
 		}
 		if c.Len() >= capacity {
-			if !c.Admit(s, now+1) {
+			if _, vnext, ok := c.Victim(now + 1); ok && future.Next(s, now+1) >= vnext { // admitted only if needed sooner than the victim
 				continue
 			}
 			v, _, _ := c.Victim(now + 1)
@@ -299,7 +300,7 @@ func sampledHits(trace []uint32, capacity int, future Future, tier bool) (hits, 
 type shard struct {
 	trace []uint32
 	m     uint64     // reads per epoch
-	inv   [][]uint32 // epoch → sample → position in the rank's epoch, or absent
+	inv   [][]uint32 // epoch → sample → position in the rank's epoch, or math.MaxUint32
 }
 
 func shardTrace(n, ranks, epochs int) *shard {
@@ -308,7 +309,14 @@ func shardTrace(n, ranks, epochs int) *shard {
 		part := splits.Shard{Rank: 0, Count: ranks}.Take(splits.Permutation(n, "train", 42, e))
 		sh.m = uint64(len(part))
 		sh.trace = append(sh.trace, part...)
-		sh.inv = append(sh.inv, invert(part, n))
+		inv := make([]uint32, n)
+		for k := range inv {
+			inv[k] = math.MaxUint32 // absent from the rank's epoch
+		}
+		for k, s := range part {
+			inv[s] = uint32(k)
+		}
+		sh.inv = append(sh.inv, inv)
 	}
 	return sh
 }
@@ -328,7 +336,7 @@ func (f shardFuture) Next(sample uint32, now uint64) uint64 {
 		if int(e+d) >= len(f.sh.inv) {
 			break
 		}
-		if pos := f.sh.inv[e+d][sample]; pos != absent && (d > 0 || uint64(pos) >= k) {
+		if pos := f.sh.inv[e+d][sample]; pos != math.MaxUint32 && (d > 0 || uint64(pos) >= k) {
 			return (e+d)*f.sh.m + uint64(pos)
 		}
 	}
@@ -350,4 +358,43 @@ func simulateHorizon(trace []uint32, capacity int, full *EpochFuture, n int) int
 			}
 		}
 	})
+}
+
+// EpochFuture is the Future of a stream that reads epochs in order, each a permutation of
+// the same n samples: what cassfs knows of a split, since every epoch's order is a pure
+// function of the seed. It holds each known epoch's inverse permutation (4 bytes per
+// sample per epoch); positions of epochs it does not hold are Never.
+type EpochFuture struct {
+	n   uint64
+	inv map[uint64][]uint32 // epoch → sample → position in the epoch
+}
+
+// NewEpochFuture returns the Future of epochs of n samples; add the orders it knows with Add.
+func NewEpochFuture(n int) *EpochFuture {
+	return &EpochFuture{n: uint64(n), inv: map[uint64][]uint32{}}
+}
+
+// Add makes epoch's order (a permutation of the n samples) known.
+func (f *EpochFuture) Add(epoch uint64, order []uint32) {
+	inv := make([]uint32, len(order))
+	for k, s := range order {
+		inv[s] = uint32(k)
+	}
+	f.inv[epoch] = inv
+}
+
+// Forget drops epoch's order (one the readers have left).
+func (f *EpochFuture) Forget(epoch uint64) { delete(f.inv, epoch) }
+
+// Next implements Future: the sample's position in the current epoch if it is still ahead,
+// else in the next one.
+func (f *EpochFuture) Next(sample uint32, now uint64) uint64 {
+	e, k := now/f.n, now%f.n
+	if inv, ok := f.inv[e]; ok && uint64(inv[sample]) >= k {
+		return e*f.n + uint64(inv[sample])
+	}
+	if inv, ok := f.inv[e+1]; ok {
+		return (e+1)*f.n + uint64(inv[sample])
+	}
+	return Never
 }
