@@ -16,7 +16,8 @@ const module = "github.com/cassfs/cassfs/"
 // table; a new package, or a new import between two, is a decision made here, with its row
 // in the README.
 var imports = map[string][]string{
-	"cmd/cassfs":       {"fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "index", "store"},
+	"cmd/cassfs":       {"mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "index", "store"},
+	"mount":            {"fs", "view", "disktier", "prefetch", "splits", "store/cassandra", "index", "store"},
 	"fs":               {"view", "splits", "index", "internal/bitset"},
 	"view":             {"prefetch", "splits", "index", "internal/bitset"},
 	"disktier":         {"prefetch", "evict", "index", "internal/bitset"},
@@ -37,7 +38,7 @@ var imports = map[string][]string{
 	"internal/blankerr/cmd/blankerr": {"internal/blankerr"},
 }
 
-// external pins the libraries only one layer may use: go-fuse only in fs (and this
+// external pins the libraries only one layer may use: go-fuse only in fs (and the
 // command), gocql only in the Cassandra backend.
 var external = map[string][]string{
 	"github.com/hanwen/go-fuse/v2": {"fs", "cmd/cassfs"},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/spf13/cobra"
@@ -99,21 +100,6 @@ func selfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// mountCounters returns the mount's CPU seconds and database fetches so far, read from
-// its control socket; ok is false if it cannot be asked.
-func mountCounters(ctx context.Context, dir string) (cpu, fetches float64, ok bool) {
-	fams, err := scrapeMount(ctx, dir)
-	if err != nil {
-		return 0, 0, false
-	}
-	f := &scrape{fams: fams}
-	if h := f.fams["cassfs_fetch_seconds"]; h != nil && len(h.Metric) > 0 {
-		fetches = float64(h.Metric[0].GetHistogram().GetSampleCount())
-	}
-	cpu = f.value("process_cpu_seconds_total")
-	return cpu, fetches, len(f.missing) == 0
-}
-
 func (r benchResult) filesPerSec() float64 { return float64(r.files) / r.elapsed.Seconds() }
 
 func (r benchResult) pct(q float64) time.Duration {
@@ -176,7 +162,7 @@ func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.W
 	if o.mount != "" {
 		// Counted from before the file list is read: reading it enters the epoch,
 		// which starts the prefetcher.
-		cpu0, fetches0, asked := mountCounters(ctx, o.mount)
+		cpu0, fetches0, asked := mount.Counters(ctx, o.mount)
 		root := filepath.Join(o.mount, "all", fmt.Sprintf("epoch-%d", o.epoch))
 		names, err := readFileList(filepath.Join(root, "file_list.txt"), n)
 		if err != nil {
@@ -187,7 +173,7 @@ func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.W
 			b, err := os.ReadFile(filepath.Join(root, names[k]))
 			return len(b), err
 		})
-		if cpu1, fetches1, ok := mountCounters(ctx, o.mount); asked && ok {
+		if cpu1, fetches1, ok := mount.Counters(ctx, o.mount); asked && ok {
 			r.daemon, r.fetches = cpu1-cpu0, fetches1-fetches0
 		} else {
 			fmt.Fprintf(errOut, "mount: its control socket did not answer (mounted by another user?): no daemon CPU or fetches\n")

@@ -1,20 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"math"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
 )
 
 func TestDBFlagsConfig(t *testing.T) {
@@ -51,50 +41,9 @@ func TestDBFlagsConfig(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/mnt/plain`:         "/mnt/plain",
-		`/mnt/with\040space`: "/mnt/with space",
-		`/mnt/tab\011x`:      "/mnt/tab\tx",
-		`/mnt/back\134slash`: `/mnt/back\slash`,
-		`/mnt/not\08escape`:  `/mnt/not\08escape`,
-		`/mnt/trailing\04`:   `/mnt/trailing\04`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescapeMountinfo(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestExitCodes(t *testing.T) {
 	if exitCode(usageError{errors.New("x")}) != 2 || exitCode(errors.New("x")) != 1 {
 		t.Error("usage errors exit 2, other errors 1")
-	}
-}
-
-func TestMetricsAddrDefaultsToLoopback(t *testing.T) {
-	for in, want := range map[string]string{":9108": "127.0.0.1:9108", "0.0.0.0:9108": "0.0.0.0:9108", "10.0.0.5:1": "10.0.0.5:1"} {
-		if got := metricsAddr(in); got != want {
-			t.Errorf("metricsAddr(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestQuantileFromBuckets(t *testing.T) {
-	u := func(v float64) *float64 { return &v }
-	c := func(v uint64) *uint64 { return &v }
-	h := &dto.Histogram{SampleCount: c(100), Bucket: []*dto.Bucket{
-		{UpperBound: u(0.01), CumulativeCount: c(50)},
-		{UpperBound: u(0.02), CumulativeCount: c(90)},
-		{UpperBound: u(0.04), CumulativeCount: c(100)},
-	}}
-	for q, want := range map[float64]float64{0.5: 0.01, 0.7: 0.015, 0.99: 0.038} {
-		if got := quantile(h, q); math.Abs(got-want) > 1e-9 {
-			t.Errorf("quantile(%v) = %v, want %v", q, got, want)
-		}
-	}
-	if !math.IsNaN(quantile(&dto.Histogram{}, 0.5)) {
-		t.Error("quantile of an empty histogram is not NaN")
 	}
 }
 
@@ -117,31 +66,6 @@ func TestHelperArgs(t *testing.T) {
 		if _, err := helperArgs(bad); err == nil {
 			t.Errorf("helperArgs(%q) accepted", bad)
 		}
-	}
-}
-
-// TestPprofOptIn: the profiler answers on the metrics endpoint only with --pprof.
-func TestPprofOptIn(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		m := newMetrics()
-		m.pprof = on
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		m.serveOn(ctx, ln, slog.New(slog.DiscardHandler))
-		for path, want := range map[string]int{"/metrics": 200, "/debug/pprof/cmdline": map[bool]int{false: 404, true: 200}[on]} {
-			resp, err := http.Get("http://" + ln.Addr().String() + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != want {
-				t.Errorf("pprof %v: GET %s = %d, want %d", on, path, resp.StatusCode, want)
-			}
-		}
-		cancel()
 	}
 }
 
@@ -179,37 +103,6 @@ func TestObjectArg(t *testing.T) {
 		if !errors.As(err, &u) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("cassfs %q: %v, want a usage error containing %q", tc.args, err, tc.want)
 		}
-	}
-}
-
-// TestStatsRefusesMissingFigures: a mount that does not report a figure stats shows (another
-// version, something else on the socket) is an error naming it, never a printed 0.
-func TestStatsRefusesMissingFigures(t *testing.T) {
-	dir := t.TempDir()
-	sock := controlSocket(dir)
-	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(sock)
-	status := http.StatusOK
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(status)
-		io.WriteString(w, "# TYPE cassfs_samples gauge\ncassfs_samples 12\n")
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	var out strings.Builder
-	err = printStats(context.Background(), &out, dir, time.Millisecond)
-	if err == nil || !strings.Contains(err.Error(), "did not report cassfs_cache_bytes") || out.Len() > 0 {
-		t.Errorf("stats of a mount reporting only cassfs_samples: %v, printed %q", err, out.String())
-	}
-	status = http.StatusInternalServerError
-	if err := printStats(context.Background(), &out, dir, time.Millisecond); err == nil || !strings.Contains(err.Error(), "500") {
-		t.Errorf("stats answered 500: %v", err)
 	}
 }
 

@@ -14,7 +14,7 @@ func configCmd(t *testing.T) (*cobra.Command, *mountFlags) {
 	var f mountFlags
 	c := &cobra.Command{Use: "mount"}
 	f.db.register(c)
-	c.Flags().Uint64Var(&f.seed, "seed", 0, "")
+	c.Flags().Uint64Var(&f.o.Seed, "seed", 0, "")
 	c.Flags().StringVar(&f.cacheSize, "cache-size", "1GiB", "")
 	c.Flags().String("config", "", "")
 	return c, &f
@@ -36,8 +36,8 @@ func TestConfigFile(t *testing.T) {
 	if f.db.dataset != "tiles" || f.cacheSize != "8GiB" || f.db.timeout.String() != "3s" || len(f.db.addressMap) != 2 {
 		t.Errorf("config not applied: %+v", f)
 	}
-	if f.seed != 9 {
-		t.Errorf("seed %d: the command line (9) must win over the file (3)", f.seed)
+	if f.o.Seed != 9 {
+		t.Errorf("seed %d: the command line (9) must win over the file (3)", f.o.Seed)
 	}
 	for body, want := range map[string]string{
 		"datasett: x\n":      `"datasett" is not a flag`,

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cassfs/cassfs/mount"
 )
 
 // # Running in the background
@@ -55,7 +57,7 @@ func daemonize(dir, logFile string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	for {
-		if _, ok := mountedAt(dir); ok && serving(dir) {
+		if _, ok := mount.MountedAt(dir); ok && serving(dir) {
 			fmt.Fprintf(os.Stderr, "cassfs: serving %s in the background (pid %d, log %s)\n", dir, cmd.Process.Pid, logFile)
 			return nil
 		}
@@ -89,7 +91,7 @@ func logTail(path string, start int64) string {
 // defaultLogFile is where a background mount logs unless --log-file says otherwise: beside
 // its control socket.
 func defaultLogFile(dir string) string {
-	return strings.TrimSuffix(controlSocket(dir), ".sock") + ".log"
+	return strings.TrimSuffix(mount.ControlSocket(dir), ".sock") + ".log"
 }
 
 // helperArgs turns the arguments mount(8) gives a mount helper — SOURCE DIR [-s] [-f] [-n]

@@ -1,71 +1,34 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"runtime/debug"
-	"strings"
-	"syscall"
 	"time"
 
-	"github.com/cassfs/cassfs/disktier"
-	cfs "github.com/cassfs/cassfs/fs"
-	"github.com/cassfs/cassfs/index"
-	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/store/cassandra"
-	"github.com/cassfs/cassfs/view"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
 
-// memOverhead is the daemon's heap beyond the cache and the index: Go runtime, FUSE
-// buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
-const memOverhead = 128 << 20
-
-// The resident memory --help promises: the cache, rssPerSample bytes per sample (the index
-// at ~85 bytes, four epoch orders and the "all" split at 36, the known future of the split
-// read at 8) and rssOverhead (memOverhead,
-// and what the heap limit does not count: the binary, thread stacks, the runtime's free
-// pages). The e2e tests read these numbers from --help and hold the mount to them.
-const (
-	rssPerSample = 150
-	rssOverhead  = 160 << 20
-)
-
+// mountFlags are cassfs mount's flags: the mount's options (declared with their defaults
+// in package mount) and what only the command knows.
 type mountFlags struct {
-	db            dbFlags
-	seed          uint64
-	epochsListed  int
-	epochViews    int
-	cacheSize     string
-	cacheDir      string
-	cacheDirSize  string
-	cacheDirBytes int64 // parsed from cacheDirSize by check
-	prefetch      int
-	order         view.Mode
-	prefetchIO    int
-	maxBackground int
-	allowOther    bool
-	metricsAddr   string
-	pprof         bool
-	debugFUSE     bool
-	logLevel      string
-	splits        string
-	shard         string
-	shardPad      bool
-	push          bool
-	lookahead     int
-	speculative   time.Duration
-	daemon        bool
-	logFile       string
+	db           dbFlags
+	o            mount.Options
+	cacheSize    string // parsed into o.CacheBytes by check
+	cacheDirSize string // parsed into o.CacheDirBytes by check
+	shard        string // parsed into o.Shard by check
+	shardPad     bool
+	metricsAddr  string
+	logLevel     string
+	speculative  time.Duration
+	daemon       bool
+	logFile      string
 }
 
 func newMountCmd() *cobra.Command {
@@ -159,31 +122,32 @@ recovered; a mountpoint in use is refused.`,
 	// Room for the prefetches a long link needs (--prefetch-in-flight) and demand reads.
 	f.db.maxInFlight = 1280
 	f.db.register(c)
+	d := mount.Defaults()
+	f.o = d
 	fl := c.Flags()
-	fl.Uint64Var(&f.seed, "seed", 0, "seed of the epoch permutations (same seed, same orders everywhere)")
-	fl.IntVar(&f.epochsListed, "epochs-listed", 10, "epoch directories a split lists (any epoch-N resolves)")
-	fl.IntVar(&f.epochViews, "epoch-views", 4, "epoch orders kept in memory (8 bytes per sample each)")
-	fl.StringVar(&f.cacheSize, "cache-size", "1GiB", fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with metadata columns: ~4 bytes per column and each distinct value once)", rssPerSample, rssOverhead>>20))
-	fl.StringVar(&f.cacheDir, "cache-dir", "", "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
+	fl.Uint64Var(&f.o.Seed, "seed", d.Seed, "seed of the epoch permutations (same seed, same orders everywhere)")
+	fl.IntVar(&f.o.EpochsListed, "epochs-listed", d.EpochsListed, "epoch directories a split lists (any epoch-N resolves)")
+	fl.IntVar(&f.o.EpochViews, "epoch-views", d.EpochViews, "epoch orders kept in memory (8 bytes per sample each)")
+	fl.StringVar(&f.cacheSize, "cache-size", humanize.IBytes(d.CacheBytes), fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with metadata columns: ~4 bytes per column and each distinct value once)", mount.RSSPerSample, mount.RSSOverhead>>20))
+	fl.StringVar(&f.o.CacheDir, "cache-dir", d.CacheDir, "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
 	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full, files no known epoch order reads make room for ones read again")
-	fl.IntVar(&f.prefetch, "prefetch", 8192, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
-	f.order = view.Arrival
-	fl.Var(&f.order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
-	fl.IntVar(&f.prefetchIO, "prefetch-in-flight", 1024, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
-	fl.IntVar(&f.maxBackground, "max-background", 128, "kernel's limit on concurrent reads to cassfs")
+	fl.IntVar(&f.o.Prefetch, "prefetch", d.Prefetch, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
+	fl.Var(&f.o.Order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
+	fl.IntVar(&f.o.PrefetchInFlight, "prefetch-in-flight", d.PrefetchInFlight, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
+	fl.IntVar(&f.o.MaxBackground, "max-background", d.MaxBackground, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
-	fl.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
-	fl.BoolVar(&f.allowOther, "allow-other", false, "let users other than the mounting one access the mount")
-	fl.BoolVar(&f.debugFUSE, "debug-fuse", false, "log every FUSE request")
+	fl.BoolVar(&f.o.Pprof, "pprof", d.Pprof, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
+	fl.BoolVar(&f.o.AllowOther, "allow-other", d.AllowOther, "let users other than the mounting one access the mount")
+	fl.BoolVar(&f.o.DebugFUSE, "debug-fuse", d.DebugFUSE, "log every FUSE request (to the mount's log: --log-file if given)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&f.splits, "splits", "*", "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
+	fl.StringVar(&f.o.Splits, "splits", d.Splits, "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
 	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
 	fl.DurationVar(&f.speculative, "speculative-after", time.Second, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
-	fl.IntVar(&f.lookahead, "look-ahead", 512, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
-	fl.BoolVar(&f.push, "push", true, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
+	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
+	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
 
@@ -201,11 +165,10 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	defer closeLog()
-	cacheBytes, shard, err := f.check()
-	if err != nil {
+	if err := f.check(); err != nil {
 		return err
 	}
-	if dir, err = prepareMountpoint(dir, log); err != nil {
+	if dir, err = mount.PrepareMountpoint(dir, log); err != nil {
 		return err
 	}
 	if f.daemon && os.Getenv(daemonChild) == "" {
@@ -220,58 +183,34 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	defer st.Close()
-	m, err := newMount(ctx, st, f, cacheBytes, shard, log)
+	var hedges func() int64
+	if h, ok := st.(store.Hedger); ok {
+		hedges = h.Hedges
+	}
+	if exe, err := os.Executable(); err == nil {
+		f.o.LookaheadHelper = []string{exe, "lookahead-helper"}
+	}
+	m, err := mount.Open(ctx, st, f.o, log, hedges)
 	if err != nil {
 		return err
 	}
-	defer m.close()
+	defer m.Close()
 	if f.metricsAddr != "" {
-		if err := m.metrics.serve(ctx, f.metricsAddr, log); err != nil {
+		if err := m.ServeMetrics(ctx, f.metricsAddr); err != nil {
 			return err
 		}
 	}
-	// The helper is started before the mount: a process forked while the daemon holds
-	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
-	// connection alive for that moment, its requests then aborted instead of refused.
-	var helper *lookaheadHelper
-	if f.looksAhead(m.ix) {
-		if helper, err = startLookahead(m.fs, dir, cfs.LookaheadOptions{Distance: f.lookahead}, log); err != nil {
-			log.Warn("names will not be looked up ahead of the readers", "err", err)
-		} else {
-			defer helper.stop(log)
-		}
-	}
-	server, err := cfs.Mount(dir, m.fs, cfs.MountOptions{
-		FsName:        "cassfs:" + st.Dataset(),
-		AllowOther:    f.allowOther,
-		MaxBackground: f.maxBackground,
-		Debug:         f.debugFUSE,
-		Push:          f.push && f.prefetch > 0,
-	})
+	srv, err := m.Serve(ctx, dir)
 	if err != nil {
 		return err
 	}
-	m.metrics.info(st.Dataset(), dir, m.ix.Len())
-	if closeControl, err := m.metrics.serveControl(ctx, dir, log); err != nil {
-		log.Warn("cassfs stats will not reach this mount", "err", err)
-	} else {
-		defer closeControl()
-	}
-	log.Info("mounted", "dataset", st.Dataset(), "at", dir, "splits", len(m.shown), "seed", f.seed, "shard", shard.String(), "order", f.order, "prefetch", f.prefetch)
-
-	served := make(chan struct{})
-	go func() { server.Wait(); close(served) }()
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "at", dir)
-		if helper != nil {
-			helper.stop(log) // it holds the mount's root open
-		}
-	case <-served:
+	case <-srv.Done():
 		log.Info("unmounted from outside", "at", dir)
-		return nil
 	}
-	return unmount(dir, server.Unmount, served, log)
+	return srv.Unmount()
 }
 
 // logger is the mount's logger: to --log-file if given (the daemon's child inherits the
@@ -292,292 +231,34 @@ func (f *mountFlags) logger() (log *slog.Logger, close func(), err error) {
 	return log, func() { out.Close() }, nil
 }
 
-// check validates the mount's flags before anything is mounted or connected.
-func (f *mountFlags) check() (cacheBytes uint64, shard splits.Shard, err error) {
-	cacheBytes, err = humanize.ParseBytes(f.cacheSize)
-	if err != nil || cacheBytes == 0 {
-		return 0, shard, usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
+// check parses and validates the mount's flags before anything is mounted or connected.
+func (f *mountFlags) check() error {
+	n, err := humanize.ParseBytes(f.cacheSize)
+	if err != nil || n == 0 {
+		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
 	}
-	if f.epochsListed < 0 || f.epochViews <= 0 || f.maxBackground <= 0 || f.prefetch < 0 || f.prefetchIO <= 0 || f.lookahead < 0 {
-		return 0, shard, usageError{errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0; --epoch-views, --max-background and --prefetch-in-flight positive")}
-	}
+	f.o.CacheBytes = n
 	if f.shard != "" {
-		if shard, err = splits.ParseShard(f.shard); err != nil {
-			return 0, shard, usageError{fmt.Errorf("--shard: %w", err)}
+		if f.o.Shard, err = splits.ParseShard(f.shard); err != nil {
+			return usageError{fmt.Errorf("--shard: %w", err)}
 		}
-		shard.Pad = f.shardPad
-	} else if f.shardPad {
-		return 0, shard, usageError{errors.New("--shard-pad needs --shard")}
 	}
-	if _, err := f.db.config(); err != nil {
-		return 0, shard, err
-	}
-	switch {
-	case f.cacheDir == "" && f.cacheDirSize != "":
-		return 0, shard, usageError{errors.New("--cache-dir-size needs --cache-dir")}
-	case f.cacheDir != "":
+	f.o.Shard.Pad = f.shardPad
+	if f.cacheDirSize != "" {
 		n, err := humanize.ParseBytes(f.cacheDirSize)
 		if err != nil || n == 0 || n > 1<<62 {
-			return 0, shard, usageError{fmt.Errorf("--cache-dir needs --cache-dir-size, a positive size such as 200GiB (got %q)", f.cacheDirSize)}
+			return usageError{fmt.Errorf("--cache-dir-size %q: want a positive size such as 200GiB", f.cacheDirSize)}
 		}
-		f.cacheDirBytes = int64(n)
+		f.o.CacheDirBytes = int64(n)
+	}
+	if err := f.o.Check(); err != nil {
+		return usageError{err}
+	}
+	if _, err := f.db.config(); err != nil {
+		return err
 	}
 	if f.speculative < 0 {
-		return 0, shard, usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
-	}
-	return cacheBytes, shard, nil
-}
-
-// looksAhead reports whether the mount has names looked up ahead of its readers: with
-// pushing and prefetching, and without targets (two names per position).
-func (f *mountFlags) looksAhead(ix *index.Index) bool {
-	return f.push && f.prefetch > 0 && f.lookahead > 0 && !ix.HasTargets()
-}
-
-// mount is what serves a mount: the index and splits, the cache and prefetcher, the views,
-// the filesystem and its metrics.
-type mount struct {
-	ix         *index.Index
-	shown      []*splits.Split
-	cache      *prefetch.Cache
-	disk       *disktier.Tier       // nil: no --cache-dir
-	prefetcher *prefetch.Prefetcher // nil: no prefetching
-	fs         *cfs.FS
-	metrics    *metrics
-}
-
-// newMount loads the dataset's index and splits from st and wires the read path:
-// filesystem → views → prefetcher → cache → store.
-func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uint64, shard splits.Shard, log *slog.Logger) (*mount, error) {
-	start := time.Now()
-	// Loading the index makes garbage at the rate the scan decodes rows (a row, its
-	// metadata, its strings), and the runtime's default lets the heap grow to twice what is
-	// live before it collects: at a million samples that peak would be the daemon's
-	// largest. A tighter target while the index loads costs some CPU and keeps the peak
-	// near what the index holds.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(25))
-	}
-	// The stored splits need no index to be read: at long round trips that overlaps.
-	var stored *splits.Stored
-	var storedErr error
-	fetched := make(chan struct{})
-	go func() {
-		defer close(fetched)
-		stored, storedErr = splits.FetchStored(ctx, st, f.splits, log)
-	}()
-	ix, err := index.Load(ctx, st)
-	<-fetched
-	if errors.Is(storedErr, splits.ErrUnknownSplit) {
-		return nil, usageError{fmt.Errorf("--splits: %w", storedErr)}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if storedErr != nil {
-		return nil, storedErr
-	}
-	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
-	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok {
-		s := sc.LastScan()
-		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
-	}
-	shown := stored.Resolve(ix, log)
-	members := 0
-	for _, s := range shown {
-		members += len(s.Members)
-	}
-	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
-	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
-	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
-	// user wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(cacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(f.epochViews)) + memOverhead)
-	}
-	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
-	m.metrics.pprof = f.pprof
-	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(st, ix))
-	if f.cacheDir != "" {
-		if m.disk, err = disktier.Open(f.cacheDir, st.Dataset(), ix, f.cacheDirBytes, log); err != nil {
-			return nil, usageError{fmt.Errorf("--cache-dir: %w", err)}
-		}
-		m.disk.OnCorrupt = m.metrics.corruptCacheFile
-		m.metrics.watchDisk(m.disk)
-		ds := m.disk.Stats()
-		log.Info("cache directory", "dir", f.cacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
-		fetch = m.disk.Over(fetch)
-	}
-	co := prefetch.CacheOptions{MaxBytes: int64(min(cacheBytes, 1<<62)), Samples: ix.Len()}
-	switch {
-	case f.push && f.prefetch > 0:
-		// Prefetched blobs, from the database or the disk tier alike, go into the page
-		// cache ahead of their readers (m.fs is made below; pushes start after the mount).
-		co.Push = func(i uint32, data []byte) bool { return m.fs.Push(i, data) }
-	case m.disk != nil:
-		// Read from their files (passed through, or spliced), not this cache.
-		co.Local = m.disk.Holds
-	}
-	m.cache = prefetch.NewCache(fetch, co)
-	vc := view.Config{
-		Index:      ix,
-		Splits:     shown,
-		Seed:       f.seed,
-		Shard:      shard,
-		EpochViews: f.epochViews,
-		Mode:       f.order,
-		Arrived:    m.cache.Has,
-	}
-	if m.disk != nil {
-		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
-	}
-	if f.prefetch > 0 {
-		// Samples: the cache evicts the blob the known epoch orders read farthest ahead;
-		// so does the disk tier once full.
-		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.BlobSize, MaxWindow: f.prefetch, MaxInFlight: f.prefetchIO, Samples: ix.Len()})
-		if m.disk != nil {
-			m.disk.UseFuture(m.prefetcher)
-		}
-		vc.Progress = m.prefetcher
-	}
-	m.metrics.watch(m.cache, m.prefetcher)
-	fc := cfs.Config{Views: view.New(vc), EpochsListed: f.epochsListed, Blobs: m.cache, Logger: log}
-	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
-	}
-	if m.disk != nil {
-		fc.Backing = diskBacking{m.disk, m.cache}
-	}
-	m.fs = cfs.New(fc)
-	hedges := func() int64 { return 0 }
-	if h, ok := st.(store.Hedger); ok {
-		hedges = h.Hedges
-	}
-	m.metrics.served(m.fs, hedges)
-	return m, nil
-}
-
-// diskBacking opens samples held by the disk tier for the filesystem: fs.Backing.
-type diskBacking struct {
-	disk  *disktier.Tier
-	cache *prefetch.Cache
-}
-
-// Backing implements fs.Backing: a sample opened from its file is dropped from the memory
-// cache, since it is read from its file from now on.
-func (b diskBacking) Backing(i uint32) (*os.File, bool) {
-	f, ok := b.disk.Backing(i)
-	if ok {
-		b.cache.Drop(i)
-	}
-	return f, ok
-}
-
-// close stops prefetching and ends the fetches in flight.
-func (m *mount) close() {
-	if m.prefetcher != nil {
-		m.prefetcher.Close()
-	}
-	m.cache.Close()
-	if m.disk != nil {
-		m.disk.Close()
-	}
-}
-
-// unmount unmounts cleanly; while files are still open (EBUSY) it retries for a while and
-// then detaches the mount lazily, so no mount is left behind.
-func unmount(dir string, clean func() error, served <-chan struct{}, log *slog.Logger) error {
-	var err error
-	for try := 0; try < 20; try++ {
-		if err = clean(); err == nil {
-			<-served
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	log.Warn("mount busy; detaching it lazily", "at", dir, "err", err)
-	if derr := syscall.Unmount(dir, syscall.MNT_DETACH); derr != nil {
-		return fmt.Errorf("unmount %s: %v; detach: %w", dir, err, derr)
+		return usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
 	}
 	return nil
-}
-
-// prepareMountpoint checks dir, recovers a mount left by a crashed cassfs, and refuses one
-// in use. It returns the absolute path.
-func prepareMountpoint(dir string, log *slog.Logger) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	fi, err := os.Stat(abs)
-	if errors.Is(err, syscall.ENOTCONN) || errors.Is(err, syscall.ECONNABORTED) {
-		// The FUSE server behind it is gone: detach the dead mount.
-		if uerr := syscall.Unmount(abs, syscall.MNT_DETACH); uerr != nil {
-			return "", fmt.Errorf("mountpoint %s is a stale mount and unmounting it failed: %w (try: fusermount -u %s)", abs, uerr, abs)
-		}
-		log.Warn("recovered a stale mount", "at", abs)
-		fi, err = os.Stat(abs)
-	}
-	if err != nil {
-		return "", fmt.Errorf("mountpoint: %w", err)
-	}
-	if !fi.IsDir() {
-		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
-	}
-	if fstype, ok := mountedAt(abs); ok {
-		return "", fmt.Errorf("mountpoint %s is in use (a %s filesystem is mounted there); unmount it first (umount %s) or choose another directory", abs, fstype, abs)
-	}
-	return abs, nil
-}
-
-// mountedAt reports whether a filesystem is mounted at dir, and its type.
-func mountedAt(dir string) (string, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		// mountinfo: id parent major:minor root mountpoint options ... - fstype source super
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMountinfo(fields[4]) != dir {
-			continue
-		}
-		for k, fld := range fields {
-			if fld == "-" && k+1 < len(fields) {
-				return fields[k+1], true
-			}
-		}
-		return "unknown", true
-	}
-	return "", false
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...) of /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var v byte
-			ok := true
-			for _, c := range []byte(s[i+1 : i+4]) {
-				if c < '0' || c > '7' {
-					ok = false
-					break
-				}
-				v = v*8 + c - '0'
-			}
-			if ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"context"
@@ -207,9 +207,9 @@ func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger
 	}()
 }
 
-// controlSocket is where the mount at mountpoint answers cassfs stats: a Unix socket named
+// ControlSocket is where the mount at mountpoint answers cassfs stats: a Unix socket named
 // after the mountpoint, in a directory only its user can enter.
-func controlSocket(mountpoint string) string {
+func ControlSocket(mountpoint string) string {
 	dir := "/run/cassfs"
 	if os.Geteuid() != 0 {
 		if x := os.Getenv("XDG_RUNTIME_DIR"); x != "" {
@@ -225,7 +225,7 @@ func controlSocket(mountpoint string) string {
 // serveControl answers /metrics on the mount's control socket until ctx ends; the socket
 // is removed by the returned function.
 func (m *metrics) serveControl(ctx context.Context, mountpoint string, log *slog.Logger) (func(), error) {
-	path := controlSocket(mountpoint)
+	path := ControlSocket(mountpoint)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}

@@ -1,0 +1,337 @@
+// Package mount opens a dataset as a cassfs mount: the one place where the index, the
+// memory cache, the disk tier, the prefetcher, the views and the filesystem are made to
+// agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
+// and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
+// open mounts the same way.
+//
+// # The read chain
+//
+// One file, from the reader's READ down to the database; each link is a named type, and
+// each arrow a call into the next package down (nothing calls back up but the arrival
+// callback, with no lock held):
+//
+//	READ                        fs        sampleFile.Read: the sample's node
+//	  → fs.BlobSource           prefetch  *prefetch.Cache: from memory, joining the fetch in
+//	                                      flight, or fetching (deduplicated, byte-bounded)
+//	  → prefetch.Fetcher        mount     *timedFetcher: the fetch latency and errors metrics
+//	                                      (under the disk tier, so it times the database)
+//	  … with --cache-dir, above it:
+//	  → prefetch.Fetcher        disktier  *disktier.Fetcher: the entry's file if it verifies,
+//	                                      else the next link, then written to disk
+//	  → prefetch.Fetcher        prefetch  *prefetch.StoreFetcher: one point read, verified
+//	                                      against the index (size, label, CRC32C)
+//	  → store.Store.Get         store/cassandra: the blob, handed over without a copy
+//
+// A sample the disk tier holds may instead be opened from its file (fs.Backing, here
+// diskBacking): passed through to the kernel, or spliced by fs. With pushing, blobs reach
+// the kernel's page cache before any READ: the Cache calls fs.FS.Push as each prefetch
+// arrives. LOOKUP reaches the prefetcher through view.Set (Prefetcher.Access), which
+// moves the window and issues prefetches into the Cache.
+//
+// # Locks taken across packages
+//
+// A prefetch stream's lock may be held while taking prefetch.Cache.mu (issuing a
+// prefetch), never the other way round. Under Cache.mu only lock-free calls leave the
+// package: the Local predicate (disktier.Tier.Holds, a bitset read), the eviction future
+// (Prefetcher.Next, atomics) and the push predicate's bitset reads. Pushes into the page
+// cache (fs.FS.Push) and arrival callbacks run after Cache.mu is released. disktier.Tier.mu
+// and fs's locks are leaves: nothing is taken while they are held. view.Set's locks are held
+// while it reports an access to the prefetcher (stream lock, then Cache.mu), and never
+// taken from below.
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/cassfs/cassfs/disktier"
+	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
+	"github.com/cassfs/cassfs/view"
+)
+
+// MemOverhead is the daemon's heap beyond the cache and the index: Go runtime, FUSE
+// buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
+const MemOverhead = 128 << 20
+
+// The resident memory `cassfs mount --help` promises: the cache, RSSPerSample bytes per
+// sample (the index at ~85 bytes, four epoch orders and the "all" split at 36, the known
+// future of the split read at 8) and RSSOverhead (MemOverhead, and what the heap limit does
+// not count: the binary, thread stacks, the runtime's free pages). The e2e tests read
+// these numbers from --help and hold the mount to them.
+const (
+	RSSPerSample = 150
+	RSSOverhead  = 160 << 20
+)
+
+// Mount is a dataset opened for serving: its index, the splits it shows, and the read path
+// from the filesystem down to the store.
+type Mount struct {
+	Index *index.Index
+	Shown []*splits.Split // the splits shown, "all" first
+	FS    *cfs.FS
+
+	opts       Options
+	dataset    string
+	log        *slog.Logger
+	cache      *prefetch.Cache
+	disk       *disktier.Tier       // nil: no cache directory
+	prefetcher *prefetch.Prefetcher // nil: no prefetching
+	metrics    *metrics
+}
+
+// Open loads the dataset's index and splits from st and wires the read path: filesystem →
+// views → prefetcher → cache → (disk tier →) store. st stays the caller's: close it after
+// the Mount. Errors in o are *OptionError.
+func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger, hedges func() int64) (*Mount, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	// Loading the index makes garbage at the rate the scan decodes rows (a row, its
+	// metadata, its strings), and the runtime's default lets the heap grow to twice what is
+	// live before it collects: at a million samples that peak would be the daemon's
+	// largest. A tighter target while the index loads costs some CPU and keeps the peak
+	// near what the index holds.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(25))
+	}
+	// The stored splits need no index to be read: at long round trips that overlaps.
+	var stored *splits.Stored
+	var storedErr error
+	fetched := make(chan struct{})
+	go func() {
+		defer close(fetched)
+		stored, storedErr = splits.FetchStored(ctx, st, o.Splits, log)
+	}()
+	ix, err := index.Load(ctx, st)
+	<-fetched
+	if errors.Is(storedErr, splits.ErrUnknownSplit) {
+		return nil, &OptionError{fmt.Errorf("--splits: %w", storedErr)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if storedErr != nil {
+		return nil, storedErr
+	}
+	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
+	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok {
+		s := sc.LastScan()
+		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
+	}
+	shown := stored.Resolve(ix, log)
+	members := 0
+	for _, s := range shown {
+		members += len(s.Members)
+	}
+	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
+	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
+	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
+	// user wins.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews)) + MemOverhead)
+	}
+	m := &Mount{Index: ix, Shown: shown, opts: o, dataset: st.Dataset(), log: log, metrics: newMetrics()}
+	m.metrics.pprof = o.Pprof
+	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(st, ix))
+	if o.CacheDir != "" {
+		if m.disk, err = disktier.Open(o.CacheDir, st.Dataset(), ix, o.CacheDirBytes, log); err != nil {
+			return nil, &OptionError{fmt.Errorf("--cache-dir: %w", err)}
+		}
+		m.disk.OnCorrupt = m.metrics.corruptCacheFile
+		m.metrics.watchDisk(m.disk)
+		ds := m.disk.Stats()
+		log.Info("cache directory", "dir", o.CacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
+		fetch = m.disk.Over(fetch)
+	}
+	co := prefetch.CacheOptions{MaxBytes: int64(min(o.CacheBytes, 1<<62)), Samples: ix.Len()}
+	switch {
+	case o.pushes():
+		// Prefetched blobs, from the database or the disk tier alike, go into the page
+		// cache ahead of their readers (m.FS is made below; pushes start after the mount).
+		co.Push = func(i uint32, data []byte) bool { return m.FS.Push(i, data) }
+	case m.disk != nil:
+		// Read from their files (passed through, or spliced), not this cache.
+		co.Local = m.disk.Holds
+	}
+	m.cache = prefetch.NewCache(fetch, co)
+	vc := view.Config{
+		Index:      ix,
+		Splits:     shown,
+		Seed:       o.Seed,
+		Shard:      o.Shard,
+		EpochViews: o.EpochViews,
+		Mode:       o.Order,
+		Arrived:    m.cache.Has,
+	}
+	if m.disk != nil {
+		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
+	}
+	if o.Prefetch > 0 {
+		// Samples: the cache evicts the blob the known epoch orders read farthest ahead;
+		// so does the disk tier once full.
+		m.prefetcher = prefetch.NewPrefetcher(m.cache, prefetch.Options{Size: ix.BlobSize, MaxWindow: o.Prefetch, MaxInFlight: o.PrefetchInFlight, Samples: ix.Len()})
+		if m.disk != nil {
+			m.disk.UseFuture(m.prefetcher)
+		}
+		vc.Progress = m.prefetcher
+	}
+	m.metrics.watch(m.cache, m.prefetcher)
+	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log}
+	if co.Push != nil {
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
+	}
+	if m.disk != nil {
+		fc.Backing = diskBacking{m.disk, m.cache}
+	}
+	m.FS = cfs.New(fc)
+	if hedges == nil {
+		hedges = func() int64 { return 0 }
+	}
+	m.metrics.served(m.FS, hedges)
+	return m, nil
+}
+
+// diskBacking opens samples held by the disk tier for the filesystem: fs.Backing.
+type diskBacking struct {
+	disk  *disktier.Tier
+	cache *prefetch.Cache
+}
+
+// Backing implements fs.Backing: a sample opened from its file is dropped from the memory
+// cache, since it is read from its file from now on.
+func (b diskBacking) Backing(i uint32) (*os.File, bool) {
+	f, ok := b.disk.Backing(i)
+	if ok {
+		b.cache.Drop(i)
+	}
+	return f, ok
+}
+
+// looksAhead reports whether the mount has names looked up ahead of its readers: with
+// pushing, a helper command, and without targets (two names per position).
+func (m *Mount) looksAhead() bool {
+	return m.opts.pushes() && m.opts.LookAhead > 0 && len(m.opts.LookaheadHelper) > 0 && !m.Index.HasTargets()
+}
+
+// ServeMetrics answers /metrics (and /debug/pprof/ with Options.Pprof) on addr until ctx
+// ends; a bare ":port" is the loopback interface.
+func (m *Mount) ServeMetrics(ctx context.Context, addr string) error {
+	return m.metrics.serve(ctx, addr, m.log)
+}
+
+// fuseServer is what Serve keeps of fs.Mount's server (go-fuse's; only fs and the command
+// import go-fuse).
+type fuseServer interface {
+	Wait()
+	WaitMount() error
+	Unmount() error
+}
+
+// Server is a mount being served at a directory.
+type Server struct {
+	Dir    string
+	m      *Mount
+	server fuseServer
+	helper *lookaheadHelper
+	served chan struct{}
+	close  []func()
+}
+
+// Serve mounts m at dir (an absolute path, see PrepareMountpoint) and serves it in the
+// background, with its control socket for `cassfs stats`, until Unmount or an unmount
+// from outside (Done).
+func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
+	s := &Server{Dir: dir, m: m, served: make(chan struct{})}
+	// The helper is started before the mount: a process forked while the daemon holds
+	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
+	// connection alive for that moment, its requests then aborted instead of refused.
+	if m.looksAhead() {
+		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead}, m.log)
+		if err != nil {
+			m.log.Warn("names will not be looked up ahead of the readers", "err", err)
+		} else {
+			s.helper = h
+		}
+	}
+	mo := cfs.MountOptions{
+		FsName:        "cassfs:" + m.dataset,
+		AllowOther:    m.opts.AllowOther,
+		MaxBackground: m.opts.MaxBackground,
+		Debug:         m.opts.DebugFUSE,
+		Push:          m.opts.pushes(),
+	}
+	if mo.Debug {
+		// go-fuse logs requests to a standard logger: into the mount's own, so --log-file
+		// gets them too.
+		mo.Logger = slog.NewLogLogger(m.log.Handler(), slog.LevelInfo)
+		mo.Logger.SetFlags(0)
+		mo.Logger.SetPrefix("fuse: ")
+	}
+	server, err := cfs.Mount(dir, m.FS, mo)
+	if err != nil {
+		if s.helper != nil {
+			s.helper.stop(m.log)
+		}
+		return nil, err
+	}
+	s.server = server
+	go func() { server.Wait(); close(s.served) }()
+	m.metrics.info(m.dataset, dir, m.Index.Len())
+	if closeControl, err := m.metrics.serveControl(ctx, dir, m.log); err != nil {
+		m.log.Warn("cassfs stats will not reach this mount", "err", err)
+	} else {
+		s.close = append(s.close, closeControl)
+	}
+	m.log.Info("mounted", "dataset", m.dataset, "at", dir, "splits", len(m.Shown), "seed", m.opts.Seed, "shard", m.opts.Shard.String(), "order", m.opts.Order, "prefetch", m.opts.Prefetch)
+	return s, nil
+}
+
+// Done is closed once the mount is gone, unmounted by Unmount or from outside.
+func (s *Server) Done() <-chan struct{} { return s.served }
+
+// WaitMount waits until the kernel serves the mount: only for a process that reads its own
+// mount (tests), see fs.Mount.
+func (s *Server) WaitMount() error { return s.server.WaitMount() }
+
+// Unmount unmounts cleanly; while files are still open (EBUSY) it retries for a while and
+// then detaches the mount lazily, so no mount is left behind. The helper looking names up
+// ahead and the control socket end first.
+func (s *Server) Unmount() error {
+	if s.helper != nil {
+		s.helper.stop(s.m.log) // it holds the mount's root open
+	}
+	defer func() {
+		for _, c := range s.close {
+			c()
+		}
+	}()
+	select {
+	case <-s.served:
+		return nil
+	default:
+	}
+	return unmount(s.Dir, s.server.Unmount, s.served, s.m.log)
+}
+
+// Close stops prefetching, ends the fetches in flight and closes the disk tier. Unmount
+// first.
+func (m *Mount) Close() {
+	if m.prefetcher != nil {
+		m.prefetcher.Close()
+	}
+	m.cache.Close()
+	if m.disk != nil {
+		m.disk.Close()
+	}
+}

@@ -1,0 +1,88 @@
+package mount
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/view"
+)
+
+// Options say what a mount shows and how it reads. Defaults returns them with every
+// default; each field names the `cassfs mount` flag that sets it, which is also what Check's
+// errors name.
+type Options struct {
+	Seed         uint64 // --seed: seed of the epoch permutations
+	EpochsListed int    // --epochs-listed: epoch directories a split lists (any epoch-N resolves)
+	EpochViews   int    // --epoch-views: epoch orders kept in memory
+	// CacheBytes (--cache-size) bounds the blobs the daemon holds in memory.
+	CacheBytes uint64
+	// CacheDir (--cache-dir), if set, keeps fetched blobs as files there, up to
+	// CacheDirBytes (--cache-dir-size).
+	CacheDir      string
+	CacheDirBytes int64
+	// Prefetch (--prefetch) is the largest read-ahead window in samples (0: no prefetching);
+	// PrefetchInFlight (--prefetch-in-flight) the most prefetches in flight.
+	Prefetch         int
+	PrefetchInFlight int
+	Order            view.Mode // --order: arrival or strict binding of names
+	MaxBackground    int       // --max-background: the kernel's limit on concurrent reads
+	AllowOther       bool      // --allow-other
+	Pprof            bool      // --pprof: serve Go's profiler beside the metrics
+	DebugFUSE        bool      // --debug-fuse: log every FUSE request (to the mount's logger)
+	Splits           string    // --splits: stored splits shown beside "all" (* for all)
+	Shard            splits.Shard
+	// Push (--push) writes prefetched blobs into the kernel's page cache ahead of readers.
+	Push bool
+	// LookAhead (--look-ahead): names of each epoch a helper process looks up ahead of the
+	// readers (with Push; 0: off). LookaheadHelper is the command that runs the helper,
+	// given the mountpoint as its last argument (cassfs: itself, "lookahead-helper");
+	// without one, no names are looked up ahead.
+	LookAhead       int
+	LookaheadHelper []string
+}
+
+// Defaults returns the options of a mount no flag changed.
+func Defaults() Options {
+	return Options{
+		EpochsListed:     10,
+		EpochViews:       4,
+		CacheBytes:       1 << 30,
+		Prefetch:         8192,
+		PrefetchInFlight: 1024,
+		Order:            view.Arrival,
+		MaxBackground:    128,
+		Splits:           "*",
+		Push:             true,
+		LookAhead:        512,
+	}
+}
+
+// OptionError is an option out of its range: the caller's mistake, not the system's.
+type OptionError struct{ Err error }
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+func (e *OptionError) Unwrap() error { return e.Err }
+
+// Check reports the first option out of its range, as an *OptionError.
+func (o *Options) Check() error {
+	bad := func(err error) error { return &OptionError{err} }
+	switch {
+	case o.CacheBytes == 0:
+		return bad(errors.New("--cache-size must be positive"))
+	case o.EpochsListed < 0 || o.Prefetch < 0 || o.LookAhead < 0:
+		return bad(errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0"))
+	case o.EpochViews <= 0 || o.MaxBackground <= 0 || o.PrefetchInFlight <= 0:
+		return bad(errors.New("--epoch-views, --max-background and --prefetch-in-flight must be positive"))
+	case o.Shard.Pad && o.Shard.Count == 0:
+		return bad(errors.New("--shard-pad needs --shard"))
+	case o.CacheDir != "" && (o.CacheDirBytes <= 0 || o.CacheDirBytes > 1<<62):
+		return bad(fmt.Errorf("--cache-dir needs --cache-dir-size, a positive size such as 200GiB"))
+	case o.CacheDir == "" && o.CacheDirBytes != 0:
+		return bad(errors.New("--cache-dir-size needs --cache-dir"))
+	}
+	return nil
+}
+
+// pushes reports whether prefetched blobs are pushed into the page cache.
+func (o *Options) pushes() bool { return o.Push && o.Prefetch > 0 }
