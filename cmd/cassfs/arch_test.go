@@ -16,7 +16,7 @@ const module = "github.com/cassfs/cassfs/"
 // table; a new package, or a new import between two, is a decision made here, with its row
 // in the README.
 var imports = map[string][]string{
-	"cmd/cassfs":       {"mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "index", "store"},
+	"cmd/cassfs":       {"mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "readbench", "store/cassandra", "index", "store"},
 	"mount":            {"fs", "view", "disktier", "prefetch", "splits", "store/cassandra", "index", "store"},
 	"fs":               {"view", "splits", "index", "internal/bitset"},
 	"view":             {"prefetch", "splits", "index", "internal/bitset"},
@@ -26,6 +26,7 @@ var imports = map[string][]string{
 	"splits":           {"index", "store"},
 	"ingest":           {"index", "store"},
 	"synth":            {},
+	"readbench":        {},
 	"store/cassandra":  {"store"},
 	"store/memstore":   {"store"},
 	"store/storetest":  {"internal/testkit", "store"},

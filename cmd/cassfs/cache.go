@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 
 	"github.com/cassfs/cassfs/disktier"
@@ -103,57 +101,20 @@ func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, 
 	}
 	defer d.Close()
 	defer d.ForgetCounts()
-	// What is missing and fits, in the split's order.
-	var todo []uint32
-	room := maxBytes - d.Stats().Bytes
-	held, skipped := 0, 0
-	for _, i := range members {
-		switch {
-		case d.Holds(i):
-			held++
-		case ix.BlobSize(i) <= room:
-			todo = append(todo, i)
-			room -= ix.BlobSize(i)
-		default:
-			skipped++
-		}
-	}
-	fetch := d.Over(prefetch.StoreFetch(st, ix))
-	pr.plan(len(todo), 0)
-	var next, done, nbytes atomic.Int64
-	var failed []error
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range min(parallel, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := next.Add(1) - 1; k < int64(len(todo)) && ctx.Err() == nil; k = next.Add(1) - 1 {
-				data, err := fetch.Fetch(ctx, todo[k])
-				if err != nil {
-					mu.Lock()
-					failed = append(failed, err)
-					mu.Unlock()
-					continue
-				}
-				pr.update(done.Add(1), nbytes.Add(int64(len(data))))
-			}
-		}()
-	}
-	wg.Wait()
+	rep := d.Warm(ctx, prefetch.StoreFetch(st, ix), members, parallel, func(plan int) { pr.plan(plan, 0) }, pr.update)
 	pr.finish()
 	s := d.Stats()
 	fmt.Fprintf(out, "cache directory %s: dataset %s (%s), %s samples held, %s; %d fetched now, %d held before",
-		dir, st.Dataset(), split, humanize.Comma(int64(s.Entries)), humanize.IBytes(uint64(s.Bytes)), done.Load(), held)
-	if skipped > 0 {
-		fmt.Fprintf(out, "; %d did not fit in --cache-dir-size", skipped)
+		dir, st.Dataset(), split, humanize.Comma(int64(s.Entries)), humanize.IBytes(uint64(s.Bytes)), rep.Fetched, rep.Held)
+	if rep.Skipped > 0 {
+		fmt.Fprintf(out, "; %d did not fit in --cache-dir-size", rep.Skipped)
 	}
 	fmt.Fprintln(out)
 	if s.WriteErrors > 0 {
 		return fmt.Errorf("%d samples could not be written to %s (is the disk full or read-only?)", s.WriteErrors, dir)
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d samples could not be fetched (run warm again to retry them), the first: %w", len(failed), failed[0])
+	if len(rep.Failed) > 0 {
+		return fmt.Errorf("%d samples could not be fetched (run warm again to retry them), the first: %w", len(rep.Failed), rep.Failed[0])
 	}
 	return ctx.Err()
 }

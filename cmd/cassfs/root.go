@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -141,22 +139,13 @@ func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 	if f.maxInFlight <= 0 {
 		return cassandra.Config{}, usageError{fmt.Errorf("--max-in-flight must be positive, got %d", f.maxInFlight)}
 	}
-	var hosts []string
-	for _, h := range strings.Split(f.hosts, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			hosts = append(hosts, h)
-		}
-	}
+	hosts := cassandra.ParseHosts(f.hosts)
 	if len(hosts) == 0 {
 		return cassandra.Config{}, usageError{errors.New("--hosts is empty")}
 	}
-	amap := map[string]string{}
-	for _, m := range f.addressMap {
-		from, to, ok := strings.Cut(m, "=")
-		if !ok || !validHostPort(from) || !validHostPort(to) {
-			return cassandra.Config{}, usageError{fmt.Errorf("--address-map %q: want FROM=TO with IP:port each, e.g. 10.0.0.5:9042=127.0.0.1:19042", m)}
-		}
-		amap[from] = to
+	amap, err := cassandra.ParseAddressMap(f.addressMap)
+	if err != nil {
+		return cassandra.Config{}, usageError{fmt.Errorf("--address-map %w", err)}
 	}
 	var tlsCfg *cassandra.TLSConfig
 	if f.tls || f.tlsCA != "" || f.tlsCert != "" || f.tlsKey != "" || f.tlsName != "" {
@@ -214,13 +203,4 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 		return nil, err
 	}
 	return st, nil
-}
-
-func validHostPort(s string) bool {
-	h, p, err := net.SplitHostPort(s)
-	if err != nil || net.ParseIP(h) == nil {
-		return false
-	}
-	n, err := strconv.Atoi(p)
-	return err == nil && n > 0 && n < 65536
 }

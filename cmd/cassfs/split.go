@@ -8,8 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -67,21 +65,6 @@ type createOpts struct {
 	replace         bool
 	dryRun          bool
 	progress        io.Writer // where the metadata scan reports progress (nil: nowhere)
-}
-
-// createParams is what split create stores with the splits: how they were made.
-type createParams struct {
-	Command         string    `json:"command"`
-	Names           []string  `json:"names"`
-	Ratios          []float64 `json:"ratios"`
-	GroupBy         []string  `json:"group_by,omitempty"`
-	Balance         string    `json:"balance"`
-	Weights         []float64 `json:"weights,omitempty"`
-	MaxSamples      int       `json:"max_samples,omitempty"`
-	Seed            uint64    `json:"seed"`
-	Folds           int       `json:"folds,omitempty"`
-	Tolerance       float64   `json:"tolerance"`
-	AcceptShortfall bool      `json:"accept_shortfall,omitempty"`
 }
 
 func newSplitCreateCmd() *cobra.Command {
@@ -187,51 +170,6 @@ func noArgs(cmd string) cobra.PositionalArgs {
 	}
 }
 
-// parseBalance reads --balance against the dataset's classes.
-func parseBalance(s string, labels []string) (string, []float64, error) {
-	switch s {
-	case "", splits.BalanceOriginal:
-		return splits.BalanceOriginal, nil, nil
-	case splits.BalanceUniform:
-		return splits.BalanceUniform, nil, nil
-	}
-	w := make([]float64, len(labels))
-	if strings.Contains(s, "=") {
-		named := map[string]bool{}
-		for _, kv := range strings.Split(s, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			k = strings.TrimSpace(k)
-			c := slices.Index(labels, k)
-			if c < 0 {
-				return "", nil, fmt.Errorf("--balance %q: no class %q; the classes are %s", s, k, strings.Join(labels, ", "))
-			}
-			x, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return "", nil, fmt.Errorf("--balance %q: weight %q of class %s is not a number", s, v, k)
-			}
-			w[c], named[k] = x, true
-		}
-		for _, l := range labels {
-			if !named[l] {
-				return "", nil, fmt.Errorf("--balance %q: class %q has no weight; give every class one (0 leaves it out)", s, l)
-			}
-		}
-		return splits.BalanceWeights, w, nil
-	}
-	parts := strings.Split(s, ":")
-	if len(parts) != len(labels) {
-		return "", nil, fmt.Errorf("--balance %q: want original, uniform, or %d weights (one per class: %s)", s, len(labels), strings.Join(labels, ", "))
-	}
-	for c, p := range parts {
-		x, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil {
-			return "", nil, fmt.Errorf("--balance %q: %q is not a number", s, p)
-		}
-		w[c] = x
-	}
-	return splits.BalanceWeights, w, nil
-}
-
 func createSplits(ctx context.Context, st store.Store, o createOpts, out io.Writer) error {
 	var groupBy []string
 	for _, g := range strings.Split(o.groupBy, ",") {
@@ -274,44 +212,21 @@ func createSplits(ctx context.Context, st store.Store, o createOpts, out io.Writ
 		}
 		spec.Names, spec.Ratios = names, r
 	}
-	labels, err := st.Labels(ctx)
-	if err != nil {
-		return err
-	}
-	if len(labels) == 0 {
-		return fmt.Errorf("dataset %q has no classes: ingest data into it first", st.Dataset())
-	}
-	if spec.Balance, spec.Weights, err = parseBalance(o.balance, labels); err != nil {
-		return usageError{err}
-	}
-	items, err := splits.LoadItems(ctx, st, groupBy, o.progress)
-	if errors.Is(err, splits.ErrUnknownColumn) {
-		return usageError{err}
-	}
-	if err != nil {
-		return err
-	}
-	var made []splits.Made
-	var rep *splits.Report
+	req := splits.Request{Spec: spec, Balance: o.balance, GroupBy: groupBy, Folds: o.folds, Progress: o.progress,
+		Params: splits.Params{Command: "create", MaxSamples: o.maxSamples, Seed: o.seed, Folds: o.folds, Tolerance: o.tolerance, AcceptShortfall: o.acceptShortfall}}
 	if o.folds != 0 {
-		made, rep, err = splits.Folds(items, labels, o.folds, names[0], spec)
-	} else {
-		made, rep, err = splits.Create(items, labels, spec)
+		req.Prefix = names[0]
 	}
+	ns, params, rep, err := splits.Make(ctx, st, req)
 	if rep != nil {
-		printSplitReport(out, st.Dataset(), rep, groupBy)
+		rep.Print(out, st.Dataset(), groupBy)
+	}
+	var bad *splits.RequestError
+	if errors.As(err, &bad) {
+		return usageError{err}
 	}
 	if err != nil {
 		return err
-	}
-	params := createParams{Command: "create", Names: spec.Names, Ratios: spec.Ratios, GroupBy: groupBy, Balance: spec.Balance,
-		Weights: spec.Weights, MaxSamples: o.maxSamples, Seed: o.seed, Folds: o.folds, Tolerance: o.tolerance, AcceptShortfall: o.acceptShortfall}
-	if o.folds != 0 {
-		params.Names = []string{names[0]}
-	}
-	var ns []store.NewSplit
-	for _, m := range made {
-		ns = append(ns, store.NewSplit{Name: m.Name, Members: m.Members})
 	}
 	if o.dryRun {
 		fmt.Fprintf(out, "dry run: would store %s\n", joinNames(ns))
@@ -335,42 +250,6 @@ func joinNames(ns []store.NewSplit) string {
 		names = append(names, s.Name)
 	}
 	return strings.Join(names, ", ")
-}
-
-// printSplitReport prints what was achieved against what was asked.
-func printSplitReport(w io.Writer, dataset string, rep *splits.Report, groupBy []string) {
-	grouping := "each sample on its own"
-	if len(groupBy) > 0 {
-		grouping = "grouped by " + strings.Join(groupBy, ",")
-	}
-	fmt.Fprintf(w, "dataset %s: %d samples in %d groups (%s); %d asked, %d placed\n", dataset, rep.Available, rep.Groups, grouping, rep.Asked, rep.Total)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	head := "split\tsize (asked)\tratio (asked)\tgroups\t"
-	for _, c := range rep.Classes {
-		head += c + " (asked)\t"
-	}
-	fmt.Fprintln(tw, head)
-	for _, s := range rep.Splits {
-		line := fmt.Sprintf("%s\t%d (%d)\t%.3f (%.3f)\t%d\t", s.Name, s.Size, s.AskedSize, s.Ratio, s.AskedRatio, s.Groups)
-		for c := range rep.Classes {
-			line += fmt.Sprintf("%d (%d)\t", s.ByClass[c], s.AskedByClass[c])
-		}
-		fmt.Fprintln(tw, line)
-	}
-	tw.Flush()
-	for _, s := range rep.Splits {
-		if s.ShortfallNote != "" {
-			fmt.Fprintf(w, "note: split %s is %.0f%% short: %s\n", s.Name, 100*s.Shortfall, s.ShortfallNote)
-		}
-	}
-	for _, n := range rep.Notes {
-		fmt.Fprintln(w, "note: "+n)
-	}
-	if rep.SharedGroups == 0 {
-		fmt.Fprintln(w, "check: no group is in more than one split")
-	} else {
-		fmt.Fprintf(w, "check FAILED: %d groups are in more than one split\n", rep.SharedGroups)
-	}
 }
 
 func newSplitListCmd() *cobra.Command {
@@ -399,37 +278,9 @@ func listSplits(ctx context.Context, st store.Store, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSAMPLES\tCREATED\tMADE BY")
 	for _, in := range infos {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", in.Name, in.Size, in.Created.Format(time.RFC3339), summarizeParams(in.Params))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", in.Name, in.Size, in.Created.Format(time.RFC3339), splits.SummarizeParams(in.Params))
 	}
 	return tw.Flush()
-}
-
-// summarizeParams is a one-line account of how a split was made.
-func summarizeParams(raw string) string {
-	var p createParams
-	if json.Unmarshal([]byte(raw), &p) != nil || p.Command == "" {
-		return "?"
-	}
-	if p.Command == "import" {
-		return "import"
-	}
-	s := fmt.Sprintf("create seed=%d balance=%s", p.Seed, p.Balance)
-	if p.Folds > 0 {
-		s += fmt.Sprintf(" folds=%d", p.Folds)
-	} else {
-		var r []string
-		for _, x := range p.Ratios {
-			r = append(r, strconv.FormatFloat(x, 'g', -1, 64))
-		}
-		s += " ratios=" + strings.Join(r, ":")
-	}
-	if len(p.GroupBy) > 0 {
-		s += " group-by=" + strings.Join(p.GroupBy, ",")
-	}
-	if p.MaxSamples > 0 {
-		s += fmt.Sprintf(" max-samples=%d", p.MaxSamples)
-	}
-	return s
 }
 
 func newSplitShowCmd() *cobra.Command {
@@ -446,29 +297,8 @@ func newSplitShowCmd() *cobra.Command {
 	return c
 }
 
-func findSplit(ctx context.Context, st store.Store, name string) (store.SplitInfo, error) {
-	infos, err := st.Splits(ctx)
-	if err != nil {
-		return store.SplitInfo{}, err
-	}
-	for _, in := range infos {
-		if in.Name == name {
-			return in, nil
-		}
-	}
-	var names []string
-	for _, in := range infos {
-		names = append(names, in.Name)
-	}
-	have := strings.Join(names, ", ")
-	if have == "" {
-		have = "none"
-	}
-	return store.SplitInfo{}, fmt.Errorf("split %q of dataset %q: %w (stored splits: %s)", name, st.Dataset(), store.ErrNotFound, have)
-}
-
 func showSplit(ctx context.Context, st store.Store, name string, out io.Writer) error {
-	in, err := findSplit(ctx, st, name)
+	in, err := splits.Find(ctx, st, name)
 	if err != nil {
 		return err
 	}
@@ -480,10 +310,10 @@ func showSplit(ctx context.Context, st store.Store, name string, out io.Writer) 
 	}
 	var rep splits.Report
 	if json.Unmarshal([]byte(in.Report), &rep) == nil && len(rep.Splits) > 0 {
-		var p createParams
+		var p splits.Params
 		json.Unmarshal([]byte(in.Params), &p)
 		fmt.Fprintln(out, "achieved (with the splits made together):")
-		printSplitReport(out, st.Dataset(), &rep, p.GroupBy)
+		rep.Print(out, st.Dataset(), p.GroupBy)
 	}
 	return nil
 }
