@@ -21,13 +21,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 // Tier keeps fetched blobs as files in a directory (a GPU node's NVMe), so that epochs
@@ -143,7 +143,7 @@ func ReadUsage(dir string) ([]Usage, error) {
 			return nil, fmt.Errorf("cache directory %s: dataset %s could not be read: %w", dir, de.Name(), err)
 		}
 		if f, err := os.Open(filepath.Join(root, ".lock")); err == nil {
-			if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 				u.InUse = true
 			}
 			f.Close()
@@ -175,7 +175,7 @@ func Remove(dir, ds string) error {
 		return fmt.Errorf("cache directory %s holds nothing of dataset %s", dir, ds)
 	}
 	defer f.Close()
-	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
 		return fmt.Errorf("cache directory %s: dataset %s is in use by a mount; unmount it first", dir, ds)
 	}
 	return os.RemoveAll(root)
@@ -195,9 +195,9 @@ func Open(dir, ds string, ix *index.Index, maxBytes int64, log *slog.Logger) (*T
 	if err != nil {
 		return nil, fmt.Errorf("cache directory %s: %w (it must be a directory cassfs can write)", dir, err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		lock.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("cache directory %s is in use by another mount of dataset %s: give each mount its own --cache-dir", dir, ds)
 		}
 		return nil, fmt.Errorf("cache directory %s: lock: %w", dir, err)
@@ -448,19 +448,19 @@ func (d *Tier) hold(i uint32, f *os.File, id fileID) {
 // dupFile returns a new descriptor of f's open file (same offset, same file), closed on
 // exec from the start (F_DUPFD_CLOEXEC: no window for a child to inherit it).
 func dupFile(f *os.File) (*os.File, error) {
-	fd, _, errno := syscall.Syscall(syscall.SYS_FCNTL, f.Fd(), syscall.F_DUPFD_CLOEXEC, 0)
-	if errno != 0 {
-		return nil, errno
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
 	}
-	return os.NewFile(fd, f.Name()), nil
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // maxHeldFiles is how many entries a tier holds open: a quarter of the descriptors the
 // process may open (Go raises the soft limit to the hard one at start), at most 32,768 —
 // each pins an inode and a dentry, about a kilobyte of kernel memory.
 func maxHeldFiles() int {
-	var lim syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) != nil {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
 		return 0
 	}
 	return int(min(lim.Cur/4, 1<<15))
@@ -615,8 +615,8 @@ type fileID struct {
 }
 
 func idOf(f *os.File) (fileID, bool) {
-	var st syscall.Stat_t
-	if syscall.Fstat(int(f.Fd()), &st) != nil {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
 		return fileID{}, false
 	}
 	return fileID{int64(st.Ino), st.Size, st.Mtim.Nano()}, true

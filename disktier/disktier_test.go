@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/cassfs/cassfs/evict"
@@ -21,6 +20,7 @@ import (
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 // diskDataset is an index of n samples whose bytes depend on version (a sample ingested
@@ -202,9 +202,9 @@ func TestDiskTierFullDisk(t *testing.T) {
 		t.Skip("mounting a small tmpfs needs root")
 	}
 	dir := t.TempDir()
-	testkit.Check(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"))
+	testkit.Check(t, unix.Mount("tmpfs", dir, "tmpfs", 0, "size=16k"))
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
+		if err := unix.Unmount(dir, 0); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})

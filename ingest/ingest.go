@@ -43,6 +43,7 @@ import (
 	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 )
 
 // Extensions are the file extensions both DALI's fn.readers.file and torchvision's
@@ -238,14 +239,13 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 		opts.OnPlan(len(files), total)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The first database error stops the run: it cancels the writes in flight, no file is
+	// started after it, and it is the error reported.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.Workers)
 	var (
-		mu       sync.Mutex
-		fatal    error // guarded by mu
+		mu       sync.Mutex // guards rep.Skipped
 		prog     Progress
-		wg       sync.WaitGroup
-		work     = make(chan file)
 		written  atomic.Int64
 		same     atomic.Int64
 		wbytes   atomic.Int64
@@ -257,44 +257,34 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 			}
 		}
 	)
-	for range opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				res, err := ingestFile(ctx, st, f, opts.MaxSize, stored)
-				switch {
-				case err != nil && res == resSkipped:
-					mu.Lock()
-					rep.Skipped = append(rep.Skipped, Skip{Path: f.rel, Reason: err.Error()})
-					mu.Unlock()
-				case err != nil:
-					mu.Lock()
-					if fatal == nil {
-						fatal = err
-					}
-					mu.Unlock()
-					cancel()
-				case res == resUnchanged:
-					same.Add(1)
-				default:
-					written.Add(1)
-					wbytes.Add(f.size + f.targetSize)
-				}
-				progress(f.size + f.targetSize)
-			}
-		}()
-	}
-feed:
 	for _, f := range files {
-		select {
-		case work <- f:
-		case <-ctx.Done():
-			break feed
+		if gctx.Err() != nil {
+			break
 		}
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return nil // stopped while this file waited for a worker
+			}
+			res, err := ingestFile(gctx, st, f, opts.MaxSize, stored)
+			switch {
+			case err != nil && res == resSkipped:
+				mu.Lock()
+				rep.Skipped = append(rep.Skipped, Skip{Path: f.rel, Reason: err.Error()})
+				mu.Unlock()
+				err = nil // the file's problem, not the run's
+			case err != nil:
+				// A database error: returned, it stops the run.
+			case res == resUnchanged:
+				same.Add(1)
+			default:
+				written.Add(1)
+				wbytes.Add(f.size + f.targetSize)
+			}
+			progress(f.size + f.targetSize)
+			return err
+		})
 	}
-	close(work)
-	wg.Wait()
+	fatal := g.Wait()
 	rep.Written, rep.Unchanged, rep.Bytes = written.Load(), same.Load(), wbytes.Load()
 	rep.Elapsed = time.Since(start)
 	slices.SortFunc(rep.Skipped, func(a, b Skip) int { return strings.Compare(a.Path, b.Path) })

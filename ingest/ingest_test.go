@@ -3,11 +3,13 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cassfs/cassfs/index"
@@ -210,6 +212,36 @@ func TestDatabaseFailureStops(t *testing.T) {
 }
 
 var errDown = errors.New("database down")
+
+// TestFirstDatabaseFailureStopsTheRest: with the database down, only the files in flight
+// at the first failure are tried; no file is started after it, every file tried is
+// counted in the progress, and the run reports the database's error.
+func TestFirstDatabaseFailureStopsTheRest(t *testing.T) {
+	files := map[string]string{}
+	for i := range 50 {
+		files[fmt.Sprintf("a/%02d.jpg", i)] = "data"
+	}
+	root := writeTree(t, files)
+	var tried, progressed atomic.Int64
+	st := memstore.New("ds", memstore.Options{FailPut: func(id uuid.UUID, write string) error {
+		tried.Add(1)
+		return errDown
+	}})
+	const workers = 4
+	rep, err := run(t, st, Options{Root: root, Workers: workers, Progress: func(Progress) { progressed.Add(1) }})
+	if err == nil || !errors.Is(err, errDown) || !strings.HasPrefix(err.Error(), "ingest stopped after 0 of 50 files: ") {
+		t.Fatalf("error = %v, want the database error after 0 of 50 files", err)
+	}
+	if n := tried.Load(); n < 1 || n > workers {
+		t.Errorf("%d files tried with the database down, want 1 to %d (those in flight at the first failure)", n, workers)
+	}
+	if p, n := progressed.Load(), tried.Load(); p != n {
+		t.Errorf("progress reported %d files, want the %d tried", p, n)
+	}
+	if rep.Written != 0 || rep.Unchanged != 0 || len(rep.Skipped) != 0 {
+		t.Errorf("report %+v, want nothing written, unchanged or skipped", rep)
+	}
+}
 
 func TestUnreadableFileIsSkipped(t *testing.T) {
 	root := writeTree(t, map[string]string{"a/ok.jpg": "1"})

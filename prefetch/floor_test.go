@@ -2,8 +2,9 @@ package prefetch
 
 import (
 	"hash/crc32"
-	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // BenchmarkBlobFloor measures, on this machine, the steps no read path can skip for a
@@ -38,7 +39,7 @@ func BenchmarkBlobFloor(b *testing.B) {
 	b.Run("fresh-pages", func(b *testing.B) {
 		// One mapping for all the blobs, unmapped after the timer stops: a growing
 		// cache faults memory in and keeps it.
-		m, err := syscall.Mmap(-1, 0, b.N*size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		m, err := unix.Mmap(-1, 0, b.N*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func BenchmarkBlobFloor(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		syscall.Munmap(m)
+		unix.Munmap(m)
 	})
 	b.Run("crc32c", func(b *testing.B) {
 		data := make([]byte, size)

@@ -76,6 +76,8 @@ func FetchStored(ctx context.Context, st store.Store, which string, log *slog.Lo
 		return false
 	})
 	f := &Stored{names: names, ids: make([][]uuid.UUID, len(names))}
+	// Every split is read to the end and every failure is reported (errors.Join), so this is
+	// not an errgroup, whose Wait keeps only the first error.
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for k, n := range names {

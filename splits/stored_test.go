@@ -123,6 +123,38 @@ func TestLoadStored(t *testing.T) {
 	}
 }
 
+// membersFailing is a store whose SplitMembers fails for the splits named in fail.
+type membersFailing struct {
+	*memstore.Store
+	fail map[string]error
+}
+
+func (m membersFailing) SplitMembers(ctx context.Context, name string) ([]uuid.UUID, error) {
+	if err := m.fail[name]; err != nil {
+		return nil, err
+	}
+	return m.Store.SplitMembers(ctx, name)
+}
+
+// TestFetchStoredReportsEveryFailure: when the members of several splits cannot be read,
+// the error carries every one of their errors, not only the first.
+func TestFetchStoredReportsEveryFailure(t *testing.T) {
+	ctx := context.Background()
+	st, ids := tileDataset(t, 3, false)
+	testkit.Check(t, st.PutSplits(ctx, []store.NewSplit{{Name: "train", Members: ids[:20]}, {Name: "val", Members: ids[20:30]}, {Name: "test", Members: ids[30:]}}, "", "", false))
+	errTrain, errTest := errors.New("train unreadable"), errors.New("test unreadable")
+	failing := membersFailing{st, map[string]error{"train": errTrain, "test": errTest}}
+	log := slog.New(slog.DiscardHandler)
+	_, err := FetchStored(ctx, failing, "*", log)
+	if !errors.Is(err, errTrain) || !errors.Is(err, errTest) {
+		t.Errorf("error = %v, want both splits' errors", err)
+	}
+	f, err := FetchStored(ctx, failing, "val", log)
+	if err != nil || len(f.ids) != 1 || len(f.ids[0]) != 10 {
+		t.Errorf("val alone: %v, want its 10 members", err)
+	}
+}
+
 func TestExportImport(t *testing.T) {
 	ctx := context.Background()
 	src, ids := tileDataset(t, 5, false)

@@ -25,8 +25,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Options describe the dataset to generate.
@@ -127,20 +128,20 @@ func Generate(ctx context.Context, o Options) error {
 	items := plan(o)
 	jpegBPP, pngBPP := bytesPerPixel(false), bytesPerPixel(true)
 
+	// o.Workers goroutines take the images in turn, each stopping at its first error; Wait
+	// returns the first of those. The group has no context: an error does not cancel the
+	// other workers, which go on with the images left. No CSV is written unless every image
+	// was.
 	var (
-		wg    sync.WaitGroup
-		next  atomic.Int64
-		errMu sync.Mutex
-		first error
+		g    errgroup.Group
+		next atomic.Int64
 	)
 	for range o.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= len(items) || ctx.Err() != nil {
-					return
+					return nil
 				}
 				it := items[i]
 				bpp := jpegBPP
@@ -159,22 +160,16 @@ func Generate(ctx context.Context, o Options) error {
 					}
 				}
 				if err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = fmt.Errorf("generate %s: %w", it.rel, err)
-					}
-					errMu.Unlock()
-					return
+					return fmt.Errorf("generate %s: %w", it.rel, err)
 				}
 				if o.Progress != nil {
 					o.Progress(i)
 				}
 			}
-		}()
+		})
 	}
-	wg.Wait()
-	if first != nil {
-		return first
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/csv"
+	"errors"
 	"image"
 	_ "image/jpeg"
 	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,5 +149,38 @@ func TestEveryClassHasAnImage(t *testing.T) {
 	err := Generate(context.Background(), Options{Out: t.TempDir(), Count: 5, Classes: 10})
 	if err == nil || !strings.Contains(err.Error(), "count 5 is smaller than classes 10") {
 		t.Errorf("5 images in 10 classes: %v, want a refusal saying why", err)
+	}
+}
+
+// TestWorkerStopsAtFirstError: an image that cannot be written ends the run with an error
+// naming it; its worker (the only one here) takes no image after it, the progress counts
+// the images before it, and no CSV is written for a tree that is not whole.
+func TestWorkerStopsAtFirstError(t *testing.T) {
+	out := t.TempDir()
+	o := Options{Out: out, Count: 12, Classes: 3, MeanSize: 3000, Patients: 3, Workers: 1, Seed: 2}
+	items := plan(o)
+	root, csvPath := Layout(out)
+	const bad = 5
+	// A directory where the image goes: writing it fails.
+	if err := os.MkdirAll(filepath.Join(root, items[bad].rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var progressed []int
+	o.Progress = func(i int) { progressed = append(progressed, i) }
+	err := Generate(context.Background(), o)
+	if err == nil || !strings.HasPrefix(err.Error(), "generate "+items[bad].rel+": ") {
+		t.Fatalf("error = %v, want one naming %s", err, items[bad].rel)
+	}
+	if want := []int{0, 1, 2, 3, 4}; !slices.Equal(progressed, want) {
+		t.Errorf("progress reported %v, want %v", progressed, want)
+	}
+	for i, it := range items {
+		_, err := os.Stat(filepath.Join(root, it.rel))
+		if written := err == nil; i != bad && written != (i < bad) {
+			t.Errorf("image %d (%s) written: %v, want %v", i, it.rel, written, i < bad)
+		}
+	}
+	if _, err := os.Stat(csvPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CSV of a failed run: %v, want none", err)
 	}
 }

@@ -108,6 +108,12 @@ type scanDone struct {
 }
 
 // Run reads ranges until every one is read, or the scan fails.
+//
+// It schedules the pages itself rather than through an errgroup: the limit on pages in
+// flight moves while pages are in flight (errgroup's SetLimit must not change then, and
+// panics if it does), most failed pages are retried rather than ending the scan, and every
+// page's rows, last token and time come back to this loop, which waits on them, on the
+// retry and stall timers and on ctx at once (errgroup's Go blocks until a slot frees).
 func (s *rangeScan) Run(ctx context.Context, ranges []scanRange) error {
 	if s.pause == 0 {
 		s.pause = 100 * time.Millisecond
