@@ -128,19 +128,15 @@ func Generate(ctx context.Context, o Options) error {
 	items := plan(o)
 	jpegBPP, pngBPP := bytesPerPixel(false), bytesPerPixel(true)
 
-	// o.Workers goroutines take the images in turn, each stopping at its first error; Wait
-	// returns the first of those. The group has no context: an error does not cancel the
-	// other workers, which go on with the images left. No CSV is written unless every image
-	// was.
-	var (
-		g    errgroup.Group
-		next atomic.Int64
-	)
+	// o.Workers goroutines take the images in turn; the first error ends them all (the run
+	// fails anyway) and Wait returns it. No CSV is written unless every image was.
+	g, gctx := errgroup.WithContext(ctx)
+	var next atomic.Int64
 	for range o.Workers {
 		g.Go(func() error {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(items) || ctx.Err() != nil {
+				if i >= len(items) || gctx.Err() != nil {
 					return nil
 				}
 				it := items[i]

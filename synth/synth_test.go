@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -182,5 +183,24 @@ func TestWorkerStopsAtFirstError(t *testing.T) {
 	}
 	if _, err := os.Stat(csvPath); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("CSV of a failed run: %v, want none", err)
+	}
+}
+
+// TestFirstErrorStopsEveryWorker: once one worker fails, the others take no more images.
+func TestFirstErrorStopsEveryWorker(t *testing.T) {
+	out := t.TempDir()
+	o := Options{Out: out, Count: 400, Classes: 3, MeanSize: 3000, Patients: 3, Workers: 2, Seed: 2}
+	items := plan(o)
+	root, _ := Layout(out)
+	if err := os.MkdirAll(filepath.Join(root, items[5].rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	o.Progress = func(int) { done.Add(1) }
+	if err := Generate(context.Background(), o); err == nil {
+		t.Fatal("a failed image did not fail the run")
+	}
+	if n := done.Load(); n > 100 {
+		t.Errorf("%d of 400 images generated after one failed at the 6th: the other worker went on", n)
 	}
 }
