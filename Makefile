@@ -21,7 +21,7 @@ deps: ## install what is missing: Go modules, Java 17 and Maven (Debian), the Ca
 build: ## build bin/cassfs
 	$(GO) build -o $(BIN) ./cmd/cassfs
 
-check: ## gofmt, go vet, staticcheck, blankerr (no error assigned to _ in a test)
+check: ## gofmt, go vet, staticcheck with every check (stylecheck included: staticcheck.conf), blankerr (no error assigned to _ in a test)
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
@@ -62,6 +62,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null; }
 	/usr/bin/python3 bench/plot_batches.py bench/latency-batches.json bench/batch-times.png
 	/usr/bin/python3 bench/latency_curve.py bench/latency-curve.json bench/latency-curve.png > bench/latency-curve.md
+	/usr/bin/python3 bench/latency_table.py bench/latency.txt > bench/latency-table.md
 
 # Mutation testing: gremlins (a maintained Go mutation tool, pinned here, fetched on first
 # use) mutates the packages that hold the invariants and runs their unit tests against each

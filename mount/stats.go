@@ -89,7 +89,7 @@ func quantile(h *dto.Histogram, q float64) float64 {
 	return prevBound
 }
 
-// printStats prints the summary of the mount at dir, with rates over interval. It prints
+// PrintStats prints the summary of the mount at dir, with rates over interval. It prints
 // nothing but an error if the mount did not report a figure the summary shows (a mount of
 // another version, or something else answering on the socket): never a 0 it did not read.
 func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Duration) error {

@@ -1,9 +1,10 @@
 // Package prefetch gets blobs to readers before they ask: a byte-bounded cache that fetches
 // each sample once however many readers want it, and a prefetcher that walks each epoch's
 // known order ahead of the readers. It owns the window, the requests in flight and the
-// cache with its eviction policy. It must not know FUSE or CQL: it is driven by a fetch
-// function over canonical sample indices (StoreFetch makes one from a store.Store) and by
-// streams of epoch orders (Stream, implemented by package view).
+// cache with its eviction policy. It must not know FUSE or CQL: it is driven by a Fetcher
+// over canonical sample indices (StoreFetch makes one from a store.Store; the disk tier and
+// the mount's metrics wrap it) and by streams of epoch orders (Stream, implemented by
+// package view).
 //
 // # Cache
 //
@@ -16,13 +17,16 @@
 // Memory is bounded in bytes. Blobs are either fresh (prefetched, not yet read) or used
 // (read at least once). When a new blob would exceed the bound, used blobs go first: a
 // sample read in this epoch is not needed again until the next, while a fresh one is about
-// to be. Among used blobs, with a prefetcher that knows its streams' orders
-// (Options.Samples), the one read farthest ahead goes first (see Eviction by the known future);
-// otherwise the least recently used. A prefetched blob that finds only fresh blobs to evict is
-// dropped instead (the ones already there are needed sooner); a demand-read blob evicts the
-// oldest fresh ones. Prefetching reserves room for what it has in flight (the caller knows
-// each blob's size from the index), so arrivals find their room. A blob larger than the
-// bound is served but not kept.
+// to be. A used blob the prefetcher wants again (a later epoch reaching it) becomes fresh
+// again instead of being fetched. Among used blobs, with a prefetcher that knows its
+// streams' orders (Options.Samples), the one read farthest ahead goes first (see Eviction
+// by the known future); otherwise the least recently used. A prefetched blob that finds
+// only fresh blobs to evict is dropped instead (the ones already there are needed sooner);
+// a demand-read blob evicts the oldest fresh ones. Prefetching reserves room for what it
+// has in flight (the caller knows each blob's size from the index), so arrivals find their
+// room. A blob larger than the bound is served but not kept. Samples readers get elsewhere
+// (CacheOptions.Local: the disk tier's files, passed through or spliced) are not
+// prefetched, and Drop forgets a blob once its reader reads its file.
 //
 // With CacheOptions.Push, each prefetched blob is also handed on as it arrives (package fs
 // writes it into the kernel's page cache, so its reader sends no READ), and so is a held

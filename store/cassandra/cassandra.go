@@ -135,7 +135,7 @@ func (c *Config) defaults() {
 	}
 }
 
-// Cassandra is a Store on Apache Cassandra or ScyllaDB through gocql (v1 API, so the
+// Store is a store.Store on Apache Cassandra or ScyllaDB through gocql (v1 API, so the
 // shard-aware github.com/scylladb/gocql can replace it with a go.mod replace directive).
 type Store struct {
 	cfg     Config
