@@ -2,8 +2,8 @@
 // each sample once however many readers want it, and a prefetcher that walks each epoch's
 // known order ahead of the readers. It owns the window, the requests in flight and the
 // cache with its eviction policy. It must not know FUSE or CQL: it is driven by a fetch
-// function over canonical sample indices (StoreFetch makes one from a store.Store) and by
-// streams of epoch orders (Stream, implemented by package view).
+// function over canonical sample indices (StoreFetch makes one from a store.BlobReader)
+// and by streams of epoch orders (Stream, implemented by package view).
 //
 // # Cache
 //
