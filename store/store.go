@@ -26,9 +26,10 @@
 // A Store does many things — ingest writes, the catalogue (Scan, columns, labels), splits —
 // but a mount's hot path makes one call: Get, a point read of one blob. That call is an
 // interface of its own, BlobReader, which Store embeds: the prefetcher takes a BlobReader,
-// wrappers around the read are BlobReaders over a BlobReader, and a new read path (another
-// driver, or one of our own) can be dropped in alone and tested by itself against the
-// blob-read part of the conformance suite (storetest.RunBlobReader).
+// wrappers around the read (store/hedge: a read not answered in time is sent once more)
+// are BlobReaders over a BlobReader, and a new read path (another driver, or one of our
+// own) can be dropped in alone and tested by itself against the blob-read part of the
+// conformance suite (storetest.RunBlobReader).
 //
 // # Concurrency and deadlines
 //
@@ -44,11 +45,6 @@
 // ErrTimeout (the backend's or the server's timeout) where the backend can tell; ErrorKind
 // classifies any error into the kinds metrics and logs count by. Every error names the key
 // it concerns.
-//
-// # Optional features
-//
-// Features only some backends have are optional interfaces, asserted where they are used:
-// Hedger (blob reads sent twice to beat a slow replica).
 package store
 
 import (
@@ -160,13 +156,6 @@ type Store interface {
 type NewSplit struct {
 	Name    string
 	Members []uuid.UUID
-}
-
-// Hedger is implemented by stores that send a blob read not answered in time once more
-// (to another replica) and take the first answer.
-type Hedger interface {
-	// Hedges is how many blob reads were sent a second time.
-	Hedges() int64
 }
 
 // SplitInfo describes a stored split.

@@ -16,7 +16,7 @@ const module = "github.com/cassfs/cassfs/"
 // table; a new package, or a new import between two, is a decision made here, with its row
 // in the README.
 var imports = map[string][]string{
-	"cmd/cassfs":       {"fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "index", "store"},
+	"cmd/cassfs":       {"fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "store/cassandra", "store/hedge", "index", "store"},
 	"fs":               {"view", "splits", "index", "internal/bitset"},
 	"view":             {"prefetch", "splits", "index", "internal/bitset"},
 	"disktier":         {"prefetch", "evict", "index", "internal/bitset"},
@@ -26,6 +26,7 @@ var imports = map[string][]string{
 	"ingest":           {"index", "store"},
 	"synth":            {},
 	"store/cassandra":  {"store"},
+	"store/hedge":      {"store"},
 	"store/memstore":   {"store"},
 	"store/storetest":  {"internal/testkit", "store"},
 	"internal/testkit": {"index", "store"},

@@ -215,7 +215,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		}
 		return daemonize(dir, logFile)
 	}
-	st, err := f.db.openStore(ctx, storeOpts{speculative: f.speculative, log: log})
+	st, err := f.db.openStore(ctx, storeOpts{log: log})
 	if err != nil {
 		return err
 	}
@@ -396,7 +396,8 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 	}
 	m := &mount{ix: ix, shown: shown, metrics: newMetrics()}
 	m.metrics.pprof = f.pprof
-	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(st, ix))
+	blobs, hedges := hedgedReads(st, f.speculative)
+	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(blobs, ix))
 	if f.cacheDir != "" {
 		if m.disk, err = disktier.Open(f.cacheDir, st.Dataset(), ix, f.cacheDirBytes, log); err != nil {
 			return nil, usageError{fmt.Errorf("--cache-dir: %w", err)}
@@ -448,10 +449,6 @@ func newMount(ctx context.Context, st store.Store, f *mountFlags, cacheBytes uin
 		fc.Backing = diskBacking{m.disk, m.cache}
 	}
 	m.fs = cfs.New(fc)
-	hedges := func() int64 { return 0 }
-	if h, ok := st.(store.Hedger); ok {
-		hedges = h.Hedges
-	}
 	m.metrics.served(m.fs, hedges)
 	return m, nil
 }

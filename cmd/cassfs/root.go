@@ -13,6 +13,7 @@ import (
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
+	"github.com/cassfs/cassfs/store/hedge"
 	"github.com/spf13/cobra"
 )
 
@@ -188,10 +189,9 @@ func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 
 // storeOpts are what a command needs of its store beyond the database flags.
 type storeOpts struct {
-	create      bool          // make a missing dataset (ingest)
-	replication int           // replication factor of a created dataset
-	speculative time.Duration // hedge blob reads after this long (mount; 0: never)
-	log         *slog.Logger  // where the driver's own messages go (nil: the standard logger)
+	create      bool         // make a missing dataset (ingest)
+	replication int          // replication factor of a created dataset
+	log         *slog.Logger // where the driver's own messages go (nil: the standard logger)
 }
 
 // openStore opens the dataset named by the database flags (or the configuration file that
@@ -202,7 +202,7 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg.Create, cfg.ReplicationFactor, cfg.SpeculativeAfter = o.create, o.replication, o.speculative
+	cfg.Create, cfg.ReplicationFactor = o.create, o.replication
 	if o.log != nil {
 		cassandra.SetLogger(o.log)
 	}
@@ -214,6 +214,18 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 		return nil, err
 	}
 	return st, nil
+}
+
+// hedgedReads is the blob read of a mount's prefetcher: st's own, or with after > 0
+// (--speculative-after) on a cluster of more than one node st's hedged (store/hedge), since
+// only there can the second attempt reach another replica. hedges counts the reads sent a
+// second time (cassfs_fetch_hedges_total).
+func hedgedReads(st store.Store, after time.Duration) (r store.BlobReader, hedges func() int64) {
+	if c, ok := st.(interface{ Nodes() int }); ok && after > 0 && c.Nodes() > 1 {
+		h := hedge.New(st, after)
+		return h, h.Hedges
+	}
+	return st, func() int64 { return 0 }
 }
 
 func validHostPort(s string) bool {

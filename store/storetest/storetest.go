@@ -4,7 +4,7 @@
 //
 // Run tests a whole Store. Its blob-read part, RunBlobReader, also runs by itself against a
 // store.BlobReader over a known dataset (KnownSamples): a new read path, or a wrapper around
-// one, passes it without being a Store.
+// one (store/hedge), passes it without being a Store.
 package storetest
 
 import (
@@ -131,8 +131,7 @@ func testPutWithoutCRC(t *testing.T, s store.Store) {
 
 // testGetReusesBuffer: a Store's own Get puts the blob into a buffer with room (the
 // prefetcher reads a sample and its target into one buffer so). It is not part of
-// RunBlobReader: a wrapper may have reason to leave buf alone (the Cassandra backend's
-// hedged reads do).
+// RunBlobReader: a wrapper may have reason to leave buf alone (store/hedge does).
 func testGetReusesBuffer(t *testing.T, s store.Store) {
 	smp, data := MakeSample(s.Dataset(), 2, 0, 1000)
 	put(t, s, smp, data)
