@@ -69,14 +69,14 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 # mutant. Not part of make test (about 20 minutes on two cores); run it after changing these
 # packages and look at every mutant that lived (docs/mutation.md).
 GREMLINS := github.com/go-gremlins/gremlins/cmd/gremlins@v0.6.0
-MUTATE_PKGS ?= prefetch evict disktier index splits view store store/memstore ingest
+MUTATE_PKGS ?= prefetch evict disktier index splits view store store/memstore store/hedge ingest
 
 mutate: ## mutation testing of the packages that hold the invariants; scores and survivors in .cache/mutate/
 	@mkdir -p .cache/mutate
 	@for p in $(MUTATE_PKGS); do \
 	  out=.cache/mutate/$$(echo $$p | tr / -).json; \
 	  echo "== $$p"; \
-	  excl=; [ $$p = store ] && excl="-E (cassandra|memstore|storetest)/"; \
+	  excl=; [ $$p = store ] && excl="-E (cassandra|memstore|storetest|hedge)/"; \
 	  $(GO) run $(GREMLINS) unleash --workers 1 --test-cpu 2 --timeout-coefficient 10 -S lt $$excl -o $$out ./$$p || exit 1; \
 	done
 

@@ -20,7 +20,9 @@
 //	                                      else the next link, then written to disk
 //	  → prefetch.Fetcher        prefetch  *prefetch.StoreFetcher: one point read, verified
 //	                                      against the index (size, label, CRC32C)
-//	  → store.Store.Get         store/cassandra: the blob, handed over without a copy
+//	  → store.BlobReader        store/hedge: on a cluster, *hedge.Reader sends a read not
+//	                                      answered within Options.HedgeAfter once more
+//	  → store.BlobReader        store/cassandra: the blob, handed over without a copy
 //
 // A sample the disk tier holds may instead be opened from its file (fs.Backing, here
 // diskBacking): passed through to the kernel, or spliced by fs. With pushing, blobs reach
@@ -56,6 +58,7 @@ import (
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
+	"github.com/cassfs/cassfs/store/hedge"
 	"github.com/cassfs/cassfs/view"
 )
 
@@ -92,7 +95,7 @@ type Mount struct {
 // Open loads the dataset's index and splits from st and wires the read path: filesystem →
 // views → prefetcher → cache → (disk tier →) store. st stays the caller's: close it after
 // the Mount. Errors in o are *OptionError.
-func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger, hedges func() int64) (*Mount, error) {
+func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mount, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -143,7 +146,8 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger, hedg
 	}
 	m := &Mount{Index: ix, Shown: shown, opts: o, dataset: st.Dataset(), log: log, metrics: newMetrics()}
 	m.metrics.pprof = o.Pprof
-	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(st, ix))
+	blobs, hedges := hedgedReads(st, o.HedgeAfter)
+	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(blobs, ix))
 	if o.CacheDir != "" {
 		if m.disk, err = disktier.Open(o.CacheDir, st.Dataset(), ix, o.CacheDirBytes, log); err != nil {
 			return nil, &OptionError{fmt.Errorf("--cache-dir: %w", err)}
@@ -195,11 +199,20 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger, hedg
 		fc.Backing = diskBacking{m.disk, m.cache}
 	}
 	m.FS = cfs.New(fc)
-	if hedges == nil {
-		hedges = func() int64 { return 0 }
-	}
 	m.metrics.served(m.FS, hedges)
 	return m, nil
+}
+
+// hedgedReads is the blob read of a mount's prefetcher: st's own, or with after > 0
+// (--speculative-after) on a cluster of more than one node st's hedged (store/hedge), since
+// only there can the second attempt reach another replica. hedges counts the reads sent a
+// second time (cassfs_fetch_hedges_total).
+func hedgedReads(st store.Store, after time.Duration) (r store.BlobReader, hedges func() int64) {
+	if c, ok := st.(interface{ Nodes() int }); ok && after > 0 && c.Nodes() > 1 {
+		h := hedge.New(st, after)
+		return h, h.Hedges
+	}
+	return st, func() int64 { return 0 }
 }
 
 // diskBacking opens samples held by the disk tier for the filesystem: fs.Backing.

@@ -3,6 +3,7 @@ package mount
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/view"
@@ -40,6 +41,9 @@ type Options struct {
 	// without one, no names are looked up ahead.
 	LookAhead       int
 	LookaheadHelper []string
+	// HedgeAfter (--speculative-after): on a cluster of more than one node, a blob read not
+	// answered after this long is sent once more (store/hedge); 0: never.
+	HedgeAfter time.Duration
 }
 
 // Defaults returns the options of a mount no flag changed.
@@ -55,6 +59,7 @@ func Defaults() Options {
 		Splits:           "*",
 		Push:             true,
 		LookAhead:        512,
+		HedgeAfter:       time.Second,
 	}
 }
 
@@ -80,6 +85,8 @@ func (o *Options) Check() error {
 		return bad(fmt.Errorf("--cache-dir needs --cache-dir-size, a positive size such as 200GiB"))
 	case o.CacheDir == "" && o.CacheDirBytes != 0:
 		return bad(errors.New("--cache-dir-size needs --cache-dir"))
+	case o.HedgeAfter < 0:
+		return bad(fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", o.HedgeAfter))
 	}
 	return nil
 }

@@ -2,7 +2,7 @@
 // each sample once however many readers want it, and a prefetcher that walks each epoch's
 // known order ahead of the readers. It owns the window, the requests in flight and the
 // cache with its eviction policy. It must not know FUSE or CQL: it is driven by a Fetcher
-// over canonical sample indices (StoreFetch makes one from a store.Store; the disk tier and
+// over canonical sample indices (StoreFetch makes one from a store.BlobReader; the disk tier and
 // the mount's metrics wrap it) and by streams of epoch orders (Stream, implemented by
 // package view).
 //

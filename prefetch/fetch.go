@@ -7,31 +7,31 @@ import (
 	"github.com/cassfs/cassfs/store"
 )
 
-// StoreFetch reads samples of ix from st and verifies each blob against the index (size,
-// label, checksum), so corrupt data is an error, never bytes served to a reader. It gives
-// Get no buffer: a store that can hand over its own bytes (the Cassandra backend) then
-// copies nothing.
+// StoreFetch reads samples of ix through r (a store.Store, or a wrapper around its blob read)
+// and verifies each blob against the index (size, label, checksum), so corrupt data is an
+// error, never bytes served to a reader. It gives Get no buffer: a reader that can hand over
+// its own bytes (the Cassandra backend) then copies nothing.
 //
 // In a dataset with targets, a sample's fetch reads its blob and its target's at once (two
 // requests in flight, one round trip) into one buffer: the blob, then the target
 // (index.Index.BlobSize), each verified against its own checksum.
-func StoreFetch(st store.Store, ix *index.Index) *StoreFetcher {
-	return &StoreFetcher{st: st, ix: ix}
+func StoreFetch(r store.BlobReader, ix *index.Index) *StoreFetcher {
+	return &StoreFetcher{r: r, ix: ix}
 }
 
 // StoreFetcher is the Fetcher that reads from the store: the bottom of the read chain.
 type StoreFetcher struct {
-	st store.Store
+	r  store.BlobReader
 	ix *index.Index
 }
 
 // Fetch implements Fetcher.
 func (f *StoreFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
-	st, ix := f.st, f.ix
+	r, ix := f.r, f.ix
 	if ix.HasTargets() {
-		return fetchWithTarget(ctx, st, ix, i)
+		return fetchWithTarget(ctx, r, ix, i)
 	}
-	b, err := st.Get(ctx, ix.ID(i), nil)
+	b, err := r.Get(ctx, ix.ID(i), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (f *StoreFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
 	return b.Data, nil
 }
 
-func fetchWithTarget(ctx context.Context, st store.Store, ix *index.Index, i uint32) ([]byte, error) {
+func fetchWithTarget(ctx context.Context, r store.BlobReader, ix *index.Index, i uint32) ([]byte, error) {
 	{
 		n, tn := ix.Size(i), ix.TargetSize(i)
 		buf := make([]byte, n+tn)
@@ -52,12 +52,12 @@ func fetchWithTarget(ctx context.Context, st store.Store, ix *index.Index, i uin
 		)
 		go func() {
 			defer close(done)
-			tb, terr = st.Get(ctx, store.TargetID(ix.ID(i)), buf[n:n+tn:n+tn])
+			tb, terr = r.Get(ctx, store.TargetID(ix.ID(i)), buf[n:n+tn:n+tn])
 			if terr == nil {
 				terr = ix.VerifyTarget(i, tb)
 			}
 		}()
-		b, err := st.Get(ctx, ix.ID(i), buf[:n:n]) // capped: a longer blob must not reach the target's bytes
+		b, err := r.Get(ctx, ix.ID(i), buf[:n:n]) // capped: a longer blob must not reach the target's bytes
 		if err == nil {
 			err = ix.Verify(i, b)
 		}
@@ -68,7 +68,7 @@ func fetchWithTarget(ctx context.Context, st store.Store, ix *index.Index, i uin
 		if terr != nil {
 			return nil, terr
 		}
-		// A store may not have used the buffer (it is a hint).
+		// A reader may not have used the buffer (it is a hint).
 		if n > 0 && &b.Data[0] != &buf[0] {
 			copy(buf[:n], b.Data)
 		}

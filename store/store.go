@@ -21,6 +21,16 @@
 // overwritten by the next run (sample ids are derived from dataset and path, see SampleID).
 // A set of splits, in contrast, is stored all at once or not at all (PutSplits).
 //
+// # The blob read
+//
+// A Store does many things — ingest writes, the catalogue (Scan, columns, labels), splits —
+// but a mount's hot path makes one call: Get, a point read of one blob. That call is an
+// interface of its own, BlobReader, which Store embeds: the prefetcher takes a BlobReader,
+// wrappers around the read (store/hedge: a read not answered in time is sent once more)
+// are BlobReaders over a BlobReader, and a new read path (another driver, or one of our
+// own) can be dropped in alone and tested by itself against the blob-read part of the
+// conformance suite (storetest.RunBlobReader).
+//
 // # Concurrency and deadlines
 //
 // All methods of a Store are safe for concurrent use. Every call takes a context; a backend
@@ -35,11 +45,6 @@
 // ErrTimeout (the backend's or the server's timeout) where the backend can tell; ErrorKind
 // classifies any error into the kinds metrics and logs count by. Every error names the key
 // it concerns.
-//
-// # Optional features
-//
-// Features only some backends have are optional interfaces, asserted where they are used:
-// Hedger (blob reads sent twice to beat a slow replica).
 package store
 
 import (
@@ -82,8 +87,27 @@ type Blob struct {
 	Data  []byte
 }
 
+// BlobReader reads blobs: the one call on a mount's read path (see The blob read).
+type BlobReader interface {
+	// Get reads one blob: a sample's (its ID) or a sample's target (TargetID of its ID). A
+	// missing blob wraps ErrNotFound, a context that ended wraps its error; every error
+	// names id (see Errors).
+	//
+	// Get is safe for concurrent use. It returns once ctx ends, and a reader applies a
+	// per-request deadline of its own besides (see Concurrency and deadlines).
+	//
+	// buf is a hint: if it is large enough, the reader may put the data there, or it may
+	// return bytes of its own; callers check which. A reader writes into buf only within
+	// its capacity and only until Get returns. The bytes returned are the caller's from
+	// then on: the reader neither keeps nor reuses them.
+	Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error)
+}
+
 // Store is one dataset in the database. All methods are safe for concurrent use.
 type Store interface {
+	// BlobReader is the blob read: Get.
+	BlobReader
+
 	// Dataset names the dataset (the keyspace) this store reads and writes.
 	Dataset() string
 	// Created is when the dataset was made, or the zero time if that is not known (made
@@ -105,9 +129,6 @@ type Store interface {
 	// then its metadata row (the commit marker). s.Size, s.Checksum and s.CRC32C (if set)
 	// must describe data, s.Target target. Meta keys must be existing columns.
 	Put(ctx context.Context, s Sample, data, target []byte) error
-	// Get reads one blob: a sample's (its ID) or a sample's target (TargetID of its ID).
-	// buf, if large enough, may be used for the data. A missing blob wraps ErrNotFound.
-	Get(ctx context.Context, id uuid.UUID, buf []byte) (Blob, error)
 	// Scan calls fn for every listed sample (every metadata row), in no particular order, from
 	// one goroutine at a time. It stops at the first error from fn or the database.
 	Scan(ctx context.Context, fn func(Sample) error) error
@@ -135,13 +156,6 @@ type Store interface {
 type NewSplit struct {
 	Name    string
 	Members []uuid.UUID
-}
-
-// Hedger is implemented by stores that send a blob read not answered in time once more
-// (to another replica) and take the first answer.
-type Hedger interface {
-	// Hedges is how many blob reads were sent a second time.
-	Hedges() int64
 }
 
 // SplitInfo describes a stored split.

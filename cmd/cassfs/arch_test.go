@@ -17,7 +17,7 @@ const module = "github.com/cassfs/cassfs/"
 // in the README.
 var imports = map[string][]string{
 	"cmd/cassfs":       {"mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "readbench", "store/cassandra", "index", "store"},
-	"mount":            {"fs", "view", "disktier", "prefetch", "splits", "store/cassandra", "index", "store"},
+	"mount":            {"fs", "view", "disktier", "prefetch", "splits", "store/cassandra", "store/hedge", "index", "store"},
 	"fs":               {"view", "splits", "index", "internal/bitset"},
 	"view":             {"prefetch", "splits", "index", "internal/bitset"},
 	"disktier":         {"prefetch", "evict", "index", "internal/bitset"},
@@ -28,6 +28,7 @@ var imports = map[string][]string{
 	"synth":            {},
 	"readbench":        {},
 	"store/cassandra":  {"store"},
+	"store/hedge":      {"store"},
 	"store/memstore":   {"store"},
 	"store/storetest":  {"internal/testkit", "store"},
 	"internal/testkit": {"index", "store"},

@@ -6,11 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/splits"
-	"github.com/cassfs/cassfs/store"
 	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
@@ -26,7 +24,6 @@ type mountFlags struct {
 	shardPad     bool
 	metricsAddr  string
 	logLevel     string
-	speculative  time.Duration
 	daemon       bool
 	logFile      string
 }
@@ -142,7 +139,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.o.Splits, "splits", d.Splits, "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
 	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
-	fl.DurationVar(&f.speculative, "speculative-after", time.Second, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
+	fl.DurationVar(&f.o.HedgeAfter, "speculative-after", d.HedgeAfter, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
@@ -178,19 +175,15 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		}
 		return daemonize(dir, logFile)
 	}
-	st, err := f.db.openStore(ctx, storeOpts{speculative: f.speculative, log: log})
+	st, err := f.db.openStore(ctx, storeOpts{log: log})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	var hedges func() int64
-	if h, ok := st.(store.Hedger); ok {
-		hedges = h.Hedges
-	}
 	if exe, err := os.Executable(); err == nil {
 		f.o.LookaheadHelper = []string{exe, "lookahead-helper"}
 	}
-	m, err := mount.Open(ctx, st, f.o, log, hedges)
+	m, err := mount.Open(ctx, st, f.o, log)
 	if err != nil {
 		return err
 	}
@@ -256,9 +249,6 @@ func (f *mountFlags) check() error {
 	}
 	if _, err := f.db.config(); err != nil {
 		return err
-	}
-	if f.speculative < 0 {
-		return usageError{fmt.Errorf("--speculative-after must be 0 (off) or positive, got %v", f.speculative)}
 	}
 	return nil
 }

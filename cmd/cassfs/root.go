@@ -177,10 +177,9 @@ func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 
 // storeOpts are what a command needs of its store beyond the database flags.
 type storeOpts struct {
-	create      bool          // make a missing dataset (ingest)
-	replication int           // replication factor of a created dataset
-	speculative time.Duration // hedge blob reads after this long (mount; 0: never)
-	log         *slog.Logger  // where the driver's own messages go (nil: the standard logger)
+	create      bool         // make a missing dataset (ingest)
+	replication int          // replication factor of a created dataset
+	log         *slog.Logger // where the driver's own messages go (nil: the standard logger)
 }
 
 // openStore opens the dataset named by the database flags (or the configuration file that
@@ -191,7 +190,7 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg.Create, cfg.ReplicationFactor, cfg.SpeculativeAfter = o.create, o.replication, o.speculative
+	cfg.Create, cfg.ReplicationFactor = o.create, o.replication
 	if o.log != nil {
 		cassandra.SetLogger(o.log)
 	}

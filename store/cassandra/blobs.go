@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
@@ -81,53 +80,10 @@ func putWrites(s store.Sample, data, target []byte, known []string) ([]write, er
 	return append(blobs, write{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args}), nil
 }
 
-// Get implements store.Store. With SpeculativeAfter on a cluster of several nodes, a read not
-// answered within that delay is sent again (token-aware routing with shuffled replicas
-// sends it to a replica picked anew) and the first answer wins; buf is then not used,
-// since the slower attempt may still be writing into its buffer after Get returns.
-//
-// The hedge is made here, not with gocql's speculative execution: in gocql 1.7 a
-// speculative attempt that finds no further host answers ErrNoConnections at once, and
-// that answer wins the race (query_executor.go, executeQuery and do).
+// Get implements store.BlobReader. Each call picks its replica anew (token-aware routing
+// with shuffled replicas, connect.go), so a second call for the same id, as store/hedge
+// makes for a read not answered in time, likely goes to another replica.
 func (c *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
-	if c.cfg.SpeculativeAfter <= 0 || c.nodes < 2 {
-		return c.get(ctx, id, buf)
-	}
-	type result struct {
-		b   store.Blob
-		err error
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the losing attempt stops
-	results := make(chan result, 2)
-	attempt := func() {
-		b, err := c.get(ctx, id, nil)
-		results <- result{b, err}
-	}
-	go attempt()
-	hedge := time.NewTimer(c.cfg.SpeculativeAfter)
-	defer hedge.Stop()
-	running := 1
-	for {
-		select {
-		case <-hedge.C:
-			c.hedges.Add(1)
-			running++
-			go attempt()
-		case r := <-results:
-			running--
-			// A missing sample is an answer; a failure waits for the other attempt.
-			if r.err == nil || errors.Is(r.err, store.ErrNotFound) || running == 0 {
-				return r.b, r.err
-			}
-		}
-	}
-}
-
-// Hedges is how many blob reads were sent a second time (SpeculativeAfter).
-func (c *Store) Hedges() int64 { return c.hedges.Load() }
-
-func (c *Store) get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
 	rctx, release, err := c.acquire(ctx)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))

@@ -1,8 +1,8 @@
 // Package cassandra is the store.Store backend on Apache Cassandra or ScyllaDB, through
 // gocql (its v1 API, so the shard-aware github.com/scylladb/gocql can replace it with a
 // go.mod replace directive). It owns everything CQL: the schema, Cassandra's name rules
-// (ValidDatasetName), the classification of the driver's errors into store's kinds, and
-// hedged blob reads (store.Hedger). It is the only package of cassfs that imports gocql.
+// (ValidDatasetName) and the classification of the driver's errors into store's kinds. It
+// is the only package of cassfs that imports gocql.
 //
 // # Data model
 //
@@ -35,6 +35,9 @@
 // at once as the database serves faster, retrying what fails (rangescan.go), never
 // touching blobs.
 //
+// Blob reads are not hedged here: store/hedge wraps Get, and Nodes tells whether that can
+// help (store/hedge says why gocql's own speculative execution is not used).
+//
 // # Deadlines and bounds
 //
 // Every request has the Config.Timeout deadline, retries included, and at most
@@ -49,7 +52,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cassfs/cassfs/store"
@@ -91,11 +93,6 @@ type Config struct {
 	// AddressMap rewrites the addresses nodes advertise ("host:port" → "host:port"), for
 	// clusters reached through NAT, a tunnel or a proxy.
 	AddressMap map[string]string
-	// SpeculativeAfter, if positive, sends a blob read that has not been answered after this
-	// long once more (to a replica picked anew), and takes whichever answer comes first: a
-	// slow or frozen replica then costs that delay instead of the whole Timeout. Only on
-	// clusters of more than one node (default 0: off).
-	SpeculativeAfter time.Duration
 	// TLS, if set, encrypts every connection and verifies the nodes' certificates.
 	TLS *TLSConfig
 	// Username and Password log in (PasswordAuthenticator); empty Username: no login.
@@ -149,7 +146,6 @@ type Store struct {
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
 	nodes       int            // nodes in the cluster when the store was opened
-	hedges      atomic.Int64   // blob reads sent a second time
 	getStmt     string         // the blob read, with the keyspace in it
 	replicas    sync.WaitGroup // the background fetch of the replica map
 	lastScan    ScanStats      // guarded by mu
@@ -242,6 +238,11 @@ func (c *Store) countNodes(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
+// Nodes is how many nodes the cluster had when the store was opened. Hedging blob reads
+// (store/hedge) only helps with more than one: on a single node the second attempt goes
+// where the first is waiting.
+func (c *Store) Nodes() int { return c.nodes }
 
 // Close implements store.Store.
 func (c *Store) Close() error {
