@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -89,96 +88,6 @@ type Stats struct {
 	Evicted                            int64 // entries no known order reads, removed for ones read again
 	Entries                            int
 	Bytes, MaxBytes                    int64
-}
-
-// statsFile keeps the hits and misses of the mounts that used a dataset's directory.
-const statsFile = ".stats"
-
-// Usage is what a directory holds for one dataset, read without opening it (cassfs
-// cache show): entries, bytes, whether a mount holds it, and the hits and misses of the
-// mounts that used it.
-type Usage struct {
-	Dataset      string
-	Entries      int
-	Bytes        int64
-	InUse        bool
-	Hits, Misses int64
-}
-
-// ReadUsage reports every dataset held in the cache directory dir.
-func ReadUsage(dir string) ([]Usage, error) {
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("cache directory %s: %w", dir, err)
-	}
-	var out []Usage
-	for _, de := range des {
-		root := filepath.Join(dir, de.Name())
-		if !de.IsDir() {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(root, ".lock")); err != nil {
-			continue // not a dataset's directory
-		}
-		u := Usage{Dataset: de.Name()}
-		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if !e.IsDir() && len(e.Name()) == 36+1+16 && e.Name()[36] == '-' {
-				info, err := e.Info()
-				if errors.Is(err, fs.ErrNotExist) {
-					return nil // evicted by a mount meanwhile
-				}
-				if err != nil {
-					return err
-				}
-				u.Entries++
-				u.Bytes += info.Size()
-			}
-			return nil
-		})
-		if err != nil {
-			// Counts of part of a directory would be wrong counts.
-			return nil, fmt.Errorf("cache directory %s: dataset %s could not be read: %w", dir, de.Name(), err)
-		}
-		if f, err := os.Open(filepath.Join(root, ".lock")); err == nil {
-			if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-				u.InUse = true
-			}
-			f.Close()
-		}
-		var st Stats
-		b, err := os.ReadFile(filepath.Join(root, statsFile))
-		if err == nil {
-			err = json.Unmarshal(b, &st)
-		}
-		switch {
-		case err == nil:
-			u.Hits, u.Misses = st.Hits, st.Misses
-		case errors.Is(err, fs.ErrNotExist):
-			// No mount has used the directory yet: no hits and no misses.
-		default:
-			return nil, fmt.Errorf("cache directory %s: dataset %s: the mounts' hit counts (%s) could not be read: %w", dir, de.Name(), statsFile, err)
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
-
-// Remove removes dataset ds's entries from the cache directory dir, unless a mount
-// uses them.
-func Remove(dir, ds string) error {
-	root := filepath.Join(dir, ds)
-	f, err := os.Open(filepath.Join(root, ".lock"))
-	if err != nil {
-		return fmt.Errorf("cache directory %s holds nothing of dataset %s", dir, ds)
-	}
-	defer f.Close()
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
-		return fmt.Errorf("cache directory %s: dataset %s is in use by a mount; unmount it first", dir, ds)
-	}
-	return os.RemoveAll(root)
 }
 
 // Open opens (making it if needed) the disk tier of dataset ds in dir, bounded by
@@ -348,127 +257,6 @@ func (d *Tier) verify(i uint32, data []byte) error {
 	return err
 }
 
-// Backing opens sample i's entry for a reader to read directly (FUSE passthrough, or
-// spliced by package fs), after verifying its content; false if there is none or it does
-// not verify (it is then removed, and the sample is fetched again when read). The caller
-// closes the file; it shares its offset with other opens of the entry, so only positional
-// reads (ReadAt, splice with an offset, passthrough) may use it.
-//
-// A verified entry stays open (up to maxFiles of them) and later opens duplicate that
-// descriptor: opening an entry by its path cost a fifth of the daemon's CPU per file in
-// cached epochs (path walk, and after the kernel dropped its caches a read of the
-// directory and the inode from disk, inside the reader's OPEN). The held file pins its
-// inode, not its data, and the entry's eviction or removal closes it, so the bound on
-// disk still holds once no reader has it open.
-func (d *Tier) Backing(i uint32) (*os.File, bool) {
-	if !d.Holds(i) {
-		return nil, false
-	}
-	var f *os.File
-	var err error
-	d.mu.Lock()
-	h := d.files[i]
-	if h != nil {
-		f, _ = dupFile(h) // under the lock: an eviction cannot close h meanwhile
-	}
-	d.mu.Unlock()
-	if f == nil { // not held, or no descriptor to spare for a duplicate
-		h = nil
-		f, err = os.Open(d.path(i))
-	}
-	if err == nil {
-		id, ok := idOf(f)
-		d.mu.Lock()
-		known, seen := d.verified[i]
-		d.mu.Unlock()
-		if ok && seen && id == known {
-			d.hits.Add(1)
-			if h == nil {
-				d.hold(i, f, id)
-			}
-			return f, true // written or verified by this mount, and not changed since
-		}
-		bp := verifyBufs.Get().(*[]byte)
-		buf := (*bp)[:0]
-		n := d.ix.BlobSize(i)
-		if int64(cap(buf)) < n+1 {
-			buf = make([]byte, 0, n+1)
-		}
-		var m int
-		m, err = io.ReadFull(io.NewSectionReader(f, 0, n+1), buf[:n+1])
-		if errors.Is(err, io.ErrUnexpectedEOF) && int64(m) == n {
-			err = d.verify(i, buf[:n])
-		} else if err == nil {
-			err = fmt.Errorf("cache file %s is longer than the sample", d.path(i))
-		}
-		*bp = buf[:0]
-		verifyBufs.Put(bp)
-		if err == nil && ok {
-			d.mu.Lock()
-			d.verified[i] = id
-			d.mu.Unlock()
-			d.hold(i, f, id)
-		}
-	}
-	if err != nil {
-		if f != nil {
-			f.Close()
-		}
-		d.drop(i)
-		return nil, false
-	}
-	d.hits.Add(1)
-	return f, true
-}
-
-// hold keeps a descriptor of f, which verified as id, open for later opens of sample i's
-// entry, unless one is held already or the entry was dropped meanwhile. When maxFiles are
-// held, another one is closed first.
-func (d *Tier) hold(i uint32, f *os.File, id fileID) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if h := d.files[i]; h != nil || d.maxFiles <= 0 {
-		return
-	}
-	if known, ok := d.verified[i]; !ok || known != id {
-		return // dropped, or changed, since f was verified
-	}
-	if len(d.files) >= d.maxFiles {
-		for v, h := range d.files { // any one: the map's order is as good as random here
-			h.Close()
-			delete(d.files, v)
-			break
-		}
-	}
-	if h, err := dupFile(f); err == nil {
-		d.files[i] = h
-	}
-}
-
-// dupFile returns a new descriptor of f's open file (same offset, same file), closed on
-// exec from the start (F_DUPFD_CLOEXEC: no window for a child to inherit it).
-func dupFile(f *os.File) (*os.File, error) {
-	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
-}
-
-// maxHeldFiles is how many entries a tier holds open: a quarter of the descriptors the
-// process may open (Go raises the soft limit to the hard one at start), at most 32,768 —
-// each pins an inode and a dentry, about a kilobyte of kernel memory.
-func maxHeldFiles() int {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil {
-		return 0
-	}
-	return int(min(lim.Cur/4, 1<<15))
-}
-
-// verifyBufs are the buffers Backing verifies files in.
-var verifyBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256<<10); return &b }}
-
 // write keeps data as sample i's entry if the bound allows: to a temporary name, then
 // renamed. A failure (a full disk, a directory gone) is logged once and counted; the
 // sample is served from memory all the same.
@@ -607,20 +395,6 @@ func (d *Tier) Stats() Stats {
 func (d *Tier) Holds(i uint32) bool { return d.present.Has(i) }
 
 func (d *Tier) mark(i uint32, on bool) { d.present.Put(i, on) }
-
-// fileID is what tells that an entry's file is still the one verified: its inode, size and
-// modification time (a write to it, or a new file in its place, changes them).
-type fileID struct {
-	ino, size, mtime int64
-}
-
-func idOf(f *os.File) (fileID, bool) {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil {
-		return fileID{}, false
-	}
-	return fileID{int64(st.Ino), st.Size, st.Mtim.Nano()}, true
-}
 
 // ForgetCounts leaves this use's hits and misses out of the directory's (cassfs cache warm:
 // filling is not a mount's reading).
