@@ -1,0 +1,67 @@
+package mount
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"log/slog"
+
+	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/store/storetest"
+)
+
+// syncBuffer is a log destination several goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDebugFUSEGoesToTheMountsLogger: with DebugFUSE, go-fuse's request log reaches the
+// mount's own logger (so --log-file holds it), not the process's standard error; and an
+// unmounted mount leaves no control socket behind.
+func TestDebugFUSEGoesToTheMountsLogger(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting with DirectMount needs root")
+	}
+	for _, debug := range []bool{false, true} {
+		st := memstore.New("ds", memstore.Options{})
+		testkit.Check(t, st.SetLabels(context.Background(), []string{"class0", "class1", "class2"}))
+		for i := range 30 {
+			s, data := storetest.MakeSample("ds", i, i%3, 1000+i)
+			testkit.Check(t, st.Put(context.Background(), s, data, nil))
+		}
+		var logs syncBuffer
+		o := Defaults()
+		o.DebugFUSE = debug
+		m := testkit.Must(Open(context.Background(), st, o, slog.New(slog.NewTextHandler(&logs, nil))))(t)
+		dir := t.TempDir()
+		srv := testkit.Must(m.Serve(context.Background(), dir))(t)
+		testkit.Check(t, srv.WaitMount())
+		testkit.Must(os.ReadFile(filepath.Join(dir, "all", "epoch-0", "file_list.txt")))(t)
+		testkit.Check(t, srv.Unmount())
+		m.Close()
+		if got := strings.Contains(logs.String(), "LOOKUP"); got != debug {
+			t.Errorf("DebugFUSE %v: LOOKUPs in the mount's log: %v, want %v\n%s", debug, got, debug, logs.String())
+		}
+		if _, err := os.Stat(ControlSocket(dir)); !os.IsNotExist(err) {
+			t.Errorf("control socket of an unmounted mount: %v, want none", err)
+		}
+	}
+}
