@@ -36,10 +36,13 @@
 // prefetch), never the other way round. Under Cache.mu only lock-free calls leave the
 // package: the Local predicate (disktier.Tier.Holds, a bitset read), the eviction future
 // (Prefetcher.Next, atomics) and the push predicate's bitset reads. Pushes into the page
-// cache (fs.FS.Push) and arrival callbacks run after Cache.mu is released. disktier.Tier.mu
-// and fs's locks are leaves: nothing is taken while they are held. view.Set's locks are held
-// while it reports an access to the prefetcher (stream lock, then Cache.mu), and never
-// taken from below.
+// cache (fs.FS.Push) and arrival callbacks run after Cache.mu is released. view.Set reports
+// accesses to the prefetcher with none of its locks held; arrival binding holds its
+// epoch's lock while it asks the cache whether samples arrived (Cache.Has, a bitset read
+// here since the cache knows the sample count); the prefetcher asks a stream's epoch order
+// (view.Stream.Order, which takes view.Set.mu) with no lock of its own held.
+// disktier.Tier.mu and fs's locks are leaves: nothing is taken while they are held (fs's
+// lookahead asks Cache.Has under its lock, a bitset read).
 package mount
 
 import (
