@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -155,17 +156,15 @@ func TestSplitCreateGroupsByPatient(t *testing.T) {
 	}
 }
 
-// TestShardsWithDALI: four mounts with --shard i/4 and one seed; DALI reading the training
-// split's epoch through each reads every training sample exactly once in total per epoch.
-func TestShardsWithDALI(t *testing.T) {
+// TestShardDirectoriesWithReaders: one mount serves every rank (<split>/shard-R-of-4/);
+// DALI reading the training split's epoch through each rank's directory reads every
+// training sample exactly once in total per epoch, and torchvision's ImageFolder reads a
+// rank's epoch directory as it reads any: the same samples as DALI, with their labels.
+func TestShardDirectoriesWithReaders(t *testing.T) {
 	sd := newSplitDataset(t)
 	train := sd.members["train"]
-	var mounts []*mounted
-	for r := range 4 {
-		m := startMount(t, sd.name, "--seed", "7", "--shard", strconv.Itoa(r)+"/4")
-		mounts = append(mounts, m)
-	}
-	entries, err := os.ReadDir(mounts[0].dir)
+	m := startMount(t, sd.name, "--seed", "7")
+	entries, err := os.ReadDir(m.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +177,13 @@ func TestShardsWithDALI(t *testing.T) {
 	}
 	for _, epoch := range []string{"epoch-0", "epoch-1"} {
 		seen := map[string]int{}
-		for r, m := range mounts {
-			_, items := readDALI(t, sd.srcDataset, "--file-list", filepath.Join(m.dir, "train", epoch, "file_list.txt"))
+		for r := range 4 {
+			dir := filepath.Join(m.dir, "train", fmt.Sprintf("shard-%d-of-4", r), epoch)
+			_, items := readDALI(t, sd.srcDataset, "--file-list", filepath.Join(dir, "file_list.txt"))
 			if n := len(items); n < len(train)/4 || n > len(train)/4+1 {
 				t.Errorf("%s rank %d: DALI read %d samples, want %d or %d", epoch, r, n, len(train)/4, len(train)/4+1)
 			}
+			var rels []string
 			for _, it := range items {
 				if it.rel == "" || !slices.Contains(train, it.rel) {
 					t.Fatalf("%s rank %d: DALI read %q, not a training sample", epoch, r, it.rel)
@@ -191,6 +192,22 @@ func TestShardsWithDALI(t *testing.T) {
 					t.Errorf("%s: label %d, want %d", it.rel, it.label, want)
 				}
 				seen[it.rel]++
+				rels = append(rels, it.rel)
+			}
+			if r == 2 && epoch == "epoch-1" {
+				_, titems := readTorchvision(t, sd.srcDataset, dir)
+				var got []string
+				for _, it := range titems {
+					got = append(got, it.rel)
+					if want := slices.Index(sd.ix.Labels(), class(it.rel)); it.label != want {
+						t.Errorf("torchvision: %s with label %d, want %d", it.rel, it.label, want)
+					}
+				}
+				slices.Sort(got)
+				slices.Sort(rels)
+				if !slices.Equal(got, rels) {
+					t.Errorf("torchvision read rank 2's epoch 1 as %d samples, DALI as %d: not the same samples", len(got), len(rels))
+				}
 			}
 		}
 		for _, rel := range train {

@@ -3,6 +3,7 @@ package fs_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,6 +209,61 @@ func TestShardedMountsPartitionEachEpoch(t *testing.T) {
 				if c != 1 && !pad {
 					t.Errorf("epoch %d: %s is in %d shards", epoch, n, c)
 				}
+			}
+		}
+	}
+}
+
+// TestShardDirectories: one mount shows every rank's part as <split>/shard-R-of-W/, each
+// epoch directory in it the same (names, file_list, class directories, resumed views) as a
+// mount with --shard R/W shows; the ranks' parts partition every epoch; a rank read through
+// the shard directory is its own prefetch stream.
+func TestShardDirectories(t *testing.T) {
+	f := newFixture(t, 103, classes, memstore.Options{})
+	for _, pad := range []bool{false, true} {
+		const ranks = 4
+		mnt := f.mount(t, mountOpts{seed: 5, shard: splits.Shard{Pad: pad}})
+		for epoch := range 2 {
+			perm := splits.Permutation(f.ix.Len(), "all", 5, uint64(epoch))
+			seen := map[string]int{}
+			for r := range ranks {
+				sh := splits.Shard{Rank: r, Count: ranks, Pad: pad}
+				dir := filepath.Join(mnt, "all", fmt.Sprintf("shard-%d-of-%d", r, ranks), "epoch-"+strconv.Itoa(epoch))
+				got := viewOrder(t, dir, 0, 2)
+				if want := f.names(sh.Take(perm)); !slices.Equal(got, want) {
+					t.Errorf("pad=%v epoch %d rank %d: file_list is not the rank's part of the permutation", pad, epoch, r)
+				}
+				single := f.mount(t, mountOpts{seed: 5, shard: sh})
+				for _, sub := range []string{"epoch-" + strconv.Itoa(epoch), fmt.Sprintf("epoch-%d@3", epoch)} {
+					a := testkit.Must(os.ReadFile(filepath.Join(filepath.Dir(dir), sub, "file_list.txt")))(t)
+					b := testkit.Must(os.ReadFile(filepath.Join(single, "all", sub, "file_list.txt")))(t)
+					if !bytes.Equal(a, b) {
+						t.Errorf("pad=%v rank %d: %s differs from a --shard %v mount's", pad, r, sub, sh)
+					}
+				}
+				for _, n := range got {
+					seen[n]++
+				}
+			}
+			if len(seen) != f.ix.Len() {
+				t.Errorf("pad=%v epoch %d: the shards cover %d of %d samples", pad, epoch, len(seen), f.ix.Len())
+			}
+			for n, c := range seen {
+				if c != 1 && !pad {
+					t.Errorf("epoch %d: %s is in %d shards", epoch, n, c)
+				}
+			}
+		}
+		// Not listed, not resolved beyond what --shard accepts, no samples.csv inside.
+		names, _ := readNames(t, filepath.Join(mnt, "all"))
+		for _, n := range names {
+			if strings.HasPrefix(n, "shard-") {
+				t.Errorf("the split directory lists %s", n)
+			}
+		}
+		for _, bad := range []string{"shard-4-of-4", "shard-0-of-0", "shard-01-of-4", "shard-0-of-4/shard-0-of-2", "shard-0-of-4/samples.csv"} {
+			if _, err := os.Stat(filepath.Join(mnt, "all", bad)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %v, want none", bad, err)
 			}
 		}
 	}

@@ -104,7 +104,9 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &splitDir{dirNode: dirNode{fs: r.fs}, split: s} }), 0
+	return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+		return &splitDir{dirNode: dirNode{fs: r.fs}, split: s, shard: r.fs.views.Shard()}
+	}), 0
 }
 
 func (r *rootDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
@@ -121,10 +123,14 @@ func (r *rootDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	return 0
 }
 
-// splitDir lists a window of epochs and the split's samples.csv, and resolves any epoch.
+// splitDir lists a window of epochs and the split's samples.csv, and resolves any epoch and
+// any shard directory (shard-R-of-W: a splitDir of rank R's part of every epoch, with the
+// same epochs and no samples.csv, not listed).
 type splitDir struct {
 	dirNode
-	split *splits.Split
+	split   *splits.Split
+	shard   splits.Shard // what its epochs show: the mount's shard, or a shard directory's
+	inShard bool         // a shard directory
 }
 
 var (
@@ -134,16 +140,22 @@ var (
 )
 
 func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name == view.SamplesName {
+	if sh, ok := view.ParseShardName(name); ok && !d.inShard {
+		sh.Pad = d.shard.Pad // --shard-pad: every shard directory pads as the mount's shard does
+		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+			return &splitDir{dirNode: dirNode{fs: d.fs}, split: d.split, shard: sh, inShard: true}
+		}), 0
+	}
+	if name == view.SamplesName && !d.inShard {
 		t, _ := d.fs.views.Table(d.split.Name)
 		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
 			return &genFile{fs: d.fs, size: t.Size, read: t.Read}
 		}), 0
 	}
-	key, ok := d.fs.views.EpochKey(d.split.Name, name)
+	key, ok := d.fs.views.EpochKeyIn(d.split.Name, d.shard, name)
 	targets := false
 	if !ok {
-		key, ok = d.fs.views.TargetsKey(d.split.Name, name)
+		key, ok = d.fs.views.TargetsKeyIn(d.split.Name, d.shard, name)
 		targets = true
 	}
 	if !ok {
@@ -161,7 +173,11 @@ func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 		per = 2
 	}
 	n := d.fs.cfg.EpochsListed * per
-	return openListing(n+1, func(k int) fuse.DirEntry {
+	listed := n + 1
+	if d.inShard {
+		listed = n // no samples.csv
+	}
+	return openListing(listed, func(k int) fuse.DirEntry {
 		if k == n {
 			return fuse.DirEntry{Name: view.SamplesName, Mode: syscall.S_IFREG}
 		}

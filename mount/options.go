@@ -32,7 +32,10 @@ type Options struct {
 	Pprof            bool      // --pprof: serve Go's profiler beside the metrics
 	DebugFUSE        bool      // --debug-fuse: log every FUSE request (to the mount's logger)
 	Splits           string    // --splits: stored splits shown beside "all" (* for all)
-	Shard            splits.Shard
+	// Shard (--shard, --shard-pad) is what a split's epoch directories show: rank Rank's
+	// part of every epoch among Count ranks (the zero Shard: all of it). Its Pad also holds
+	// for the shard directories (<split>/shard-R-of-W/) every mount shows.
+	Shard splits.Shard
 	// Push (--push) writes prefetched blobs into the kernel's page cache ahead of readers.
 	Push bool
 	// LookAhead (--look-ahead): names of each epoch a helper process looks up ahead of the
@@ -79,8 +82,6 @@ func (o *Options) Check() error {
 		return bad(errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0"))
 	case o.EpochViews <= 0 || o.MaxBackground <= 0 || o.PrefetchInFlight <= 0:
 		return bad(errors.New("--epoch-views, --max-background and --prefetch-in-flight must be positive"))
-	case o.Shard.Pad && o.Shard.Count == 0:
-		return bad(errors.New("--shard-pad needs --shard"))
 	case o.CacheDir != "" && (o.CacheDirBytes <= 0 || o.CacheDirBytes > 1<<62):
 		return bad(fmt.Errorf("--cache-dir needs --cache-dir-size, a positive size such as 200GiB"))
 	case o.CacheDir == "" && o.CacheDirBytes != 0:

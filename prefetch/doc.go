@@ -65,6 +65,11 @@
 // out-of-order loading of Versaci and Busonera, "Hiding Latencies in Network-Based Image
 // Loading for Deep Learning", 2025).
 //
+// Streams are told apart by name (a split, a shard directory of it, a resumed view) and come
+// and go: one not accessed for Options.IdleAfter is dropped with its orders and its future,
+// so a long job that moves from shard to shard holds the state, and shows the metric
+// series, of the streams it reads now; accessed again, a stream starts anew.
+//
 // Progress is counted, not taken from the positions looked up: readers in file_list order
 // advance it exactly as their positions do, and readers that shuffle on their own
 // (torchvision's DataLoader) advance it as fast as they consume. Under arrival binding

@@ -24,6 +24,11 @@ type Options struct {
 	// evicts the one read farthest ahead (future.go). It costs 8 bytes per sample per
 	// stream.
 	Samples int
+	// IdleAfter is how long a stream may go without an access before it is dropped, with
+	// its epoch orders and its future (default 2 minutes): a long job that moves from
+	// shard to shard or split to split leaves no state and no metric series behind. A
+	// stream accessed again starts anew.
+	IdleAfter time.Duration
 }
 
 func (o *Options) defaults(cacheBytes int64) {
@@ -47,13 +52,15 @@ func (o *Options) defaults(cacheBytes int64) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.IdleAfter <= 0 {
+		o.IdleAfter = 2 * time.Minute
+	}
 }
 
 // Stream is a sequence of epochs whose orders are known in advance: a split as readers walk
 // it. Order returns the canonical sample index of each position of an epoch; it is called
 // with no lock of this package held and may take its time (it computes a permutation).
-// Streams are told apart by identity (==): report every access of one stream with the same
-// value.
+// Streams are told apart by name: every Stream named alike must have the same orders.
 type Stream interface {
 	Name() string
 	Order(epoch uint64) []uint32
@@ -72,12 +79,14 @@ type Prefetcher struct {
 	delivered rateMeter // guarded by dmu; prefetches that came back, per second
 
 	mu      sync.Mutex
-	streams map[Stream]*stream        // guarded by mu
+	streams map[string]*stream        // guarded by mu; by name
 	all     atomic.Pointer[[]*stream] // every stream, for Next without mu (copied on change)
+	swept   time.Time                 // guarded by mu; when idle streams were last dropped
 }
 
 type stream struct {
-	src Stream
+	src  Stream
+	last atomic.Int64 // when it was last accessed (Options.Now, Unix nanoseconds)
 
 	mu       sync.Mutex
 	epoch    uint64    // guarded by mu; the newest epoch accessed
@@ -96,6 +105,7 @@ type stream struct {
 	// orderingNext: a pump is computing the next epoch's order; guarded by mu.
 	orderingNext bool
 	blocked      bool // guarded by mu; the cache refused the last prefetch (counted in Prefetcher.blocked)
+	dropped      bool // guarded by mu; idle, dropped from Prefetcher.streams: issues nothing more
 
 	fut     atomic.Pointer[streamFuture] // with Options.Samples: the known future (future.go)
 	headPos atomic.Int64                 // head, for Next without mu
@@ -105,7 +115,7 @@ type stream struct {
 // notifications; use one prefetcher per cache.
 func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 	opts.defaults(cache.MaxBytes())
-	p := &Prefetcher{cache: cache, opts: opts, streams: map[Stream]*stream{}}
+	p := &Prefetcher{cache: cache, opts: opts, streams: map[string]*stream{}}
 	cache.mu.Lock()
 	cache.onArrive = p.arrived
 	cache.mu.Unlock()
@@ -117,8 +127,9 @@ func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 
 // stream returns src's state, made at epoch if it is new.
 func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
+	name := src.Name()
 	p.mu.Lock()
-	s := p.streams[src]
+	s := p.streams[name]
 	p.mu.Unlock()
 	if s != nil {
 		return s
@@ -128,22 +139,60 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 	if p.opts.Samples > 0 {
 		inv = invert(cur, p.opts.Samples)
 	}
+	now := p.opts.Now()
+	var dropped []*stream
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if s = p.streams[src]; s == nil {
+	if s = p.streams[name]; s == nil {
 		s = &stream{src: src, epoch: epoch, cur: cur, limit: p.opts.InitialWindow, window: min(p.opts.MaxWindow, p.opts.InitialWindow)}
 		s.headPos.Store(-1)
+		s.last.Store(now.UnixNano())
 		if inv != nil {
 			s.publish(inv, nil)
 		}
-		p.streams[src] = s
+		p.streams[name] = s
+		dropped = p.sweepLocked(now, true)
+	}
+	p.mu.Unlock()
+	p.retire(dropped)
+	return s
+}
+
+// sweepLocked drops the streams idle for Options.IdleAfter from the set, at most once a
+// second unless changed (a stream was added), and publishes the set when it changes. It
+// returns the streams dropped, for retire once p.mu is released. p.mu is held.
+func (p *Prefetcher) sweepLocked(now time.Time, changed bool) (dropped []*stream) {
+	if !changed && now.Sub(p.swept) < time.Second {
+		return nil
+	}
+	p.swept = now
+	for name, s := range p.streams {
+		if now.Sub(time.Unix(0, s.last.Load())) >= p.opts.IdleAfter {
+			delete(p.streams, name)
+			dropped = append(dropped, s)
+		}
+	}
+	if changed || len(dropped) > 0 {
 		all := make([]*stream, 0, len(p.streams))
 		for _, x := range p.streams {
 			all = append(all, x)
 		}
 		p.all.Store(&all)
 	}
-	return s
+	return dropped
+}
+
+// retire stops streams dropped from the set: prefetches of theirs still in flight arrive
+// into the cache as any, and issue nothing more.
+func (p *Prefetcher) retire(dropped []*stream) {
+	for _, s := range dropped {
+		s.mu.Lock()
+		s.dropped = true
+		if s.blocked {
+			s.blocked = false
+			p.blocked.Add(-1)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // Access reports that a reader looked up a sample of epoch of src, and issues what the
@@ -158,6 +207,7 @@ func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
 		return
 	}
 	s := p.stream(src, epoch)
+	s.last.Store(p.opts.Now().UnixNano())
 	var order, inv []uint32 // epoch's order (and its inverse), when the stream moves on to it
 	s.mu.Lock()
 	for epoch > s.epoch {
@@ -261,7 +311,7 @@ func (p *Prefetcher) pump(s *stream, needNext bool) {
 // pumpLocked issues positions up to the window; it stops early when the cache refuses more.
 // It reports true when it needs the next epoch's order to go on (see pump).
 func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
-	for !p.closed.Load() {
+	for !p.closed.Load() && !s.dropped {
 		n := len(s.cur)
 		if s.nextEpoch == 0 && s.nextPos >= n {
 			// The current epoch is all issued (also when the readers arrive in an epoch
@@ -362,14 +412,16 @@ type StreamStats struct {
 	Consumed int64   // accesses reported
 }
 
-// Stats returns every stream's state.
+// Stats returns every stream's state. Streams idle for Options.IdleAfter are dropped first.
 func (p *Prefetcher) Stats() []StreamStats {
 	p.mu.Lock()
+	dropped := p.sweepLocked(p.opts.Now(), false)
 	all := make([]*stream, 0, len(p.streams))
 	for _, s := range p.streams {
 		all = append(all, s)
 	}
 	p.mu.Unlock()
+	p.retire(dropped)
 	var out []StreamStats
 	for _, s := range all {
 		s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cassfs/cassfs/splits"
 	"github.com/google/uuid"
 )
 
@@ -51,6 +52,27 @@ func padInt(v uint64, width int) string {
 		s = strings.Repeat("0", width-len(s)) + s
 	}
 	return s
+}
+
+// ShardName is the directory of rank sh.Rank's part of a split among sh.Count ranks:
+// "shard-<R>-of-<W>".
+func ShardName(sh splits.Shard) string {
+	return "shard-" + strconv.Itoa(sh.Rank) + "-of-" + strconv.Itoa(sh.Count)
+}
+
+// ParseShardName reads "shard-<R>-of-<W>" (canonical decimals, 0 <= R < W <= 2^20): rank
+// R's part of every epoch of a split among W ranks, as --shard R/W shows it.
+func ParseShardName(name string) (splits.Shard, bool) {
+	rest, ok := strings.CutPrefix(name, "shard-")
+	if !ok {
+		return splits.Shard{}, false
+	}
+	r, w, ok := strings.Cut(rest, "-of-")
+	if !ok {
+		return splits.Shard{}, false
+	}
+	sh, err := splits.ParseShard(r + "/" + w)
+	return sh, err == nil
 }
 
 // EpochName is the directory name of epoch n: "epoch-<n>".

@@ -1,6 +1,10 @@
 package view
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/cassfs/cassfs/splits"
+)
 
 // TargetsSuffix names the targets twin of an epoch view: beside epoch-N/ (and epoch-N@K/),
 // a dataset with targets shows epoch-N.targets/ with the same class directories, each
@@ -11,11 +15,16 @@ const TargetsSuffix = ".targets"
 // TargetsKey resolves the name of an epoch view's targets twin in split: "epoch-<N>.targets"
 // or "epoch-<N>@<K>.targets". False if the dataset has no targets.
 func (s *Set) TargetsKey(split, name string) (Key, bool) {
+	return s.TargetsKeyIn(split, s.cfg.Shard, name)
+}
+
+// TargetsKeyIn is TargetsKey in a shard directory of split: the view is of shard sh.
+func (s *Set) TargetsKeyIn(split string, sh splits.Shard, name string) (Key, bool) {
 	base, ok := strings.CutSuffix(name, TargetsSuffix)
 	if !ok || !s.ix.HasTargets() {
 		return Key{}, false
 	}
-	return s.EpochKey(split, base)
+	return s.EpochKeyIn(split, sh, base)
 }
 
 // HasTargets reports whether the dataset's samples have targets.

@@ -11,9 +11,10 @@
 //
 // # Views
 //
-// A Key names one epoch view: a split, an epoch N and a start position K (0 for the whole
-// epoch; K > 0 for epoch-N@K, the epoch resumed at position K). Set.Epoch returns the view
-// of a key — the epoch's order restricted to the mount's shard, its samples by class and
+// A Key names one epoch view: a split, a shard (the mount's own, Config.Shard, or a shard
+// directory's), an epoch N and a start position K (0 for the whole epoch; K > 0 for
+// epoch-N@K, the epoch resumed at position K). Set.Epoch returns the view
+// of a key — the epoch's order restricted to the key's shard, its samples by class and
 // the file list — computed once on first use and kept in an LRU of Config.EpochViews views
 // (each costs 8 bytes per sample of its split); an evicted view is recomputed when used
 // again. Computing a view (a permutation of the whole split) takes no lock shared with
@@ -50,7 +51,9 @@
 //
 // Each split a reader walks is a stream for the prefetcher: the whole split's epochs one
 // after another, or, for a resumed view epoch-N@K, the rest of epoch N followed by whole
-// epochs. Every lookup of a sample in an epoch's class directory reports the stream and the
+// epochs; each shard directory of a split (<split>/shard-R-of-W/, ParseShardName) is a
+// stream of its own, over rank R's part of every epoch. A Set keeps the streams of its
+// most recent keys (maxStreams). Every lookup of a sample in an epoch's class directory reports the stream and the
 // epoch to Config.Progress, which pulls the epochs' orders from the stream when it needs
 // them.
 //
@@ -136,9 +139,11 @@ type Config struct {
 	Progress Progress
 }
 
-// Key names one epoch view: epoch Epoch of split Split, from position Start on.
+// Key names one epoch view: epoch Epoch of split Split, rank Shard's part of it (the zero
+// Shard: all of it), from position Start on.
 type Key struct {
 	Split string
+	Shard splits.Shard
 	Epoch uint64
 	Start uint32
 }
@@ -152,9 +157,9 @@ type Set struct {
 	binding    binding
 
 	mu      sync.Mutex
-	views   *simplelru.LRU[Key, *slot] // guarded by mu
-	streams map[streamKey]*Stream      // guarded by mu
-	tables  map[string]*Table          // guarded by mu: samples.csv by split, made on first use
+	views   *simplelru.LRU[Key, *slot]         // guarded by mu
+	streams *simplelru.LRU[streamKey, *Stream] // guarded by mu: the streams of recent keys (maxStreams)
+	tables  map[string]*Table                  // guarded by mu: samples.csv by split, made on first use
 }
 
 // slot holds one view, computed once by whoever asks first.
@@ -163,8 +168,15 @@ type slot struct {
 	e    *Epoch
 }
 
+// maxStreams bounds the streams a Set keeps (each a few words): a long job that visits many
+// shards and resumed views leaves at most this many behind. A stream dropped here and
+// needed again is made anew; the prefetcher tells streams apart by name, so it is the same
+// stream to it.
+const maxStreams = 1024
+
 type streamKey struct {
 	split string
+	shard splits.Shard
 	start uint32
 }
 
@@ -174,13 +186,14 @@ func New(cfg Config) *Set {
 		cfg.EpochViews = 4
 	}
 	views, _ := simplelru.NewLRU[Key, *slot](cfg.EpochViews, nil)
+	streams, _ := simplelru.NewLRU[streamKey, *Stream](maxStreams, nil)
 	s := &Set{
 		cfg:        cfg,
 		ix:         cfg.Index,
 		byName:     map[string]*splits.Split{},
 		classNames: ClassNames(cfg.Index.Labels()),
 		views:      views,
-		streams:    map[streamKey]*Stream{},
+		streams:    streams,
 		binding:    strictBinding{},
 	}
 	if cfg.Mode == Arrival {
@@ -221,18 +234,29 @@ func (s *Set) Class(name string) (int, bool) {
 }
 
 // EpochKey resolves an epoch directory's name in split: "epoch-<N>" or "epoch-<N>@<K>",
-// with K at most the length of the shard's epoch (at the end is an empty view).
+// with K at most the length of the shard's epoch (at the end is an empty view). The view
+// is of the mount's shard (Config.Shard).
 func (s *Set) EpochKey(split, name string) (Key, bool) {
+	return s.EpochKeyIn(split, s.cfg.Shard, name)
+}
+
+// EpochKeyIn is EpochKey in a shard directory of split (see ParseShardName): the view is of
+// shard sh.
+func (s *Set) EpochKeyIn(split string, sh splits.Shard, name string) (Key, bool) {
 	sp, ok := s.byName[split]
 	if !ok {
 		return Key{}, false
 	}
 	n, start, ok := ParseEpochName(name)
-	if !ok || uint64(start) > uint64(s.cfg.Shard.Len(len(sp.Members))) {
+	if !ok || uint64(start) > uint64(sh.Len(len(sp.Members))) {
 		return Key{}, false
 	}
-	return Key{Split: split, Epoch: n, Start: start}, true
+	return Key{Split: split, Shard: sh, Epoch: n, Start: start}, true
 }
+
+// Shard is the mount's own shard: what a split's epoch directories show (the zero Shard:
+// whole epochs).
+func (s *Set) Shard() splits.Shard { return s.cfg.Shard }
 
 // Epoch returns the view of k, which must name a split of the set and a start within its
 // epoch (EpochKey checks both).
@@ -252,25 +276,28 @@ func (s *Set) Epoch(k Key) *Epoch {
 
 func (s *Set) newEpoch(k Key) *Epoch {
 	sp := s.byName[k.Split]
-	e := splits.NewEpoch(s.ix, sp, s.cfg.Seed, k.Epoch, splits.View{Shard: s.cfg.Shard, Start: k.Start})
+	e := splits.NewEpoch(s.ix, sp, s.cfg.Seed, k.Epoch, splits.View{Shard: k.Shard, Start: k.Start})
 	return &Epoch{Epoch: e, Key: k, set: s, width: len(strconv.Itoa(max(int(e.Len)-1, 0))), stream: s.stream(sp, k)}
 }
 
 // stream returns the prefetch stream an epoch view belongs to.
 func (s *Set) stream(sp *splits.Split, k Key) *Stream {
-	sk := streamKey{sp.Name, k.Start}
+	sk := streamKey{sp.Name, k.Shard, k.Start}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.streams[sk]
+	st, _ := s.streams.Get(sk)
 	if st == nil {
 		name := sp.Name
+		if k.Shard != s.cfg.Shard {
+			name += "/" + ShardName(k.Shard)
+		}
 		if k.Start > 0 {
 			name += "@" + strconv.FormatUint(uint64(k.Start), 10)
 		}
 		// A resumed view is a stream of its own whose first epoch is the rest of the epoch
 		// it was first looked up in; it continues into whole epochs.
-		st = &Stream{set: s, split: sp.Name, start: k.Start, first: k.Epoch, name: name}
-		s.streams[sk] = st
+		st = &Stream{set: s, split: sp.Name, shard: k.Shard, start: k.Start, first: k.Epoch, name: name}
+		s.streams.Add(sk, st)
 	}
 	return st
 }
@@ -357,6 +384,7 @@ func (s *Set) UUIDName(i uint32) string {
 type Stream struct {
 	set   *Set
 	split string
+	shard splits.Shard
 	start uint32 // > 0: a resumed view
 	first uint64 // the epoch a resumed view resumes
 	name  string
@@ -364,7 +392,8 @@ type Stream struct {
 
 var _ prefetch.Stream = (*Stream)(nil)
 
-// Name is "<split>" or "<split>@<start>".
+// Name is "<split>", "<split>/shard-<R>-of-<W>" for a shard directory, and "@<start>" after
+// either for a resumed view: unique among the set's streams.
 func (st *Stream) Name() string { return st.name }
 
 // Order is the canonical sample of each position of the stream's epoch.
@@ -373,7 +402,7 @@ func (st *Stream) Order(epoch uint64) []uint32 {
 	if epoch == st.first {
 		start = st.start
 	}
-	return st.set.Epoch(Key{Split: st.split, Epoch: epoch, Start: start}).Order
+	return st.set.Epoch(Key{Split: st.split, Shard: st.shard, Epoch: epoch, Start: start}).Order
 }
 
 // Epoch is one view of one epoch of one split.

@@ -3,6 +3,7 @@ package view
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -81,11 +82,11 @@ func TestEpochKeys(t *testing.T) {
 			want Key
 			ok   bool
 		}{
-			{"epoch-0", Key{"all", 0, 0}, true},
-			{"epoch-7", Key{"all", 7, 0}, true},
-			{fmt.Sprintf("epoch-2@%d", n), Key{"all", 2, n}, true}, // at the end: an empty view
+			{"epoch-0", Key{Split: "all", Shard: sh, Epoch: 0, Start: 0}, true},
+			{"epoch-7", Key{Split: "all", Shard: sh, Epoch: 7, Start: 0}, true},
+			{fmt.Sprintf("epoch-2@%d", n), Key{Split: "all", Shard: sh, Epoch: 2, Start: n}, true}, // at the end: an empty view
 			{fmt.Sprintf("epoch-2@%d", n+1), Key{}, false},
-			{"epoch-2@0", Key{"all", 2, 0}, true},
+			{"epoch-2@0", Key{Split: "all", Shard: sh, Epoch: 2, Start: 0}, true},
 			{"epoch-02", Key{}, false},
 			{"epoch-", Key{}, false},
 			{"train", Key{}, false},
@@ -104,7 +105,7 @@ func TestEpochKeys(t *testing.T) {
 func TestEpochViewsAreKeptUnderOneKey(t *testing.T) {
 	ix := testIndex(t, 50, []string{"a", "b", "c"})
 	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: 3, EpochViews: 2})
-	k := Key{"all", 1, 0}
+	k := Key{Split: "all", Epoch: 1, Start: 0}
 	e := set.Epoch(k)
 	if set.Epoch(k) != e {
 		t.Errorf("a second Epoch(%v) made a new view", k)
@@ -113,8 +114,8 @@ func TestEpochViewsAreKeptUnderOneKey(t *testing.T) {
 		t.Errorf("view %v holds epoch %d in order %v, want the documented permutation", e.Key, e.N, e.Order)
 	}
 	// Beyond EpochViews views, the oldest is dropped and recomputed, the same as before.
-	set.Epoch(Key{"all", 2, 0})
-	set.Epoch(Key{"all", 3, 0})
+	set.Epoch(Key{Split: "all", Epoch: 2, Start: 0})
+	set.Epoch(Key{Split: "all", Epoch: 3, Start: 0})
 	again := set.Epoch(k)
 	if again == e || !slices.Equal(again.Order, e.Order) {
 		t.Errorf("an evicted view came back as the same object (%v) or with another order", again == e)
@@ -124,7 +125,7 @@ func TestEpochViewsAreKeptUnderOneKey(t *testing.T) {
 	got := make([]*Epoch, 8)
 	for g := range got {
 		wg.Add(1)
-		go func() { defer wg.Done(); got[g] = set.Epoch(Key{"all", 9, 0}) }()
+		go func() { defer wg.Done(); got[g] = set.Epoch(Key{Split: "all", Epoch: 9, Start: 0}) }()
 	}
 	wg.Wait()
 	for _, e := range got {
@@ -141,7 +142,7 @@ func TestStrictLookup(t *testing.T) {
 	ix := testIndex(t, 120, []string{"cat", "dog", "emu"})
 	rec := &recorder{}
 	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: 1, Progress: rec})
-	e := set.Epoch(Key{"all", 4, 0})
+	e := set.Epoch(Key{Split: "all", Epoch: 4, Start: 0})
 	for label, members := range e.ByClass {
 		for _, k := range members {
 			name := e.EntryName(k)
@@ -171,7 +172,7 @@ func TestStrictLookup(t *testing.T) {
 
 	// A resumed view shows the whole view's names from its start, and is a stream of its
 	// own whose first epoch is the rest of the epoch.
-	r := set.Epoch(Key{"all", 4, 100})
+	r := set.Epoch(Key{Split: "all", Epoch: 4, Start: 100})
 	if r.Start != 100 || len(r.Order) != 20 {
 		t.Fatalf("epoch-4@100 starts at %d with %d samples, want 100 and 20", r.Start, len(r.Order))
 	}
@@ -196,7 +197,7 @@ func TestStrictLookup(t *testing.T) {
 		if got := s.Order(4); !slices.Equal(got, r.Order) {
 			t.Errorf("resumed stream's epoch 4 is not the rest of the epoch")
 		}
-		if got := s.Order(5); !slices.Equal(got, set.Epoch(Key{"all", 5, 0}).Order) {
+		if got := s.Order(5); !slices.Equal(got, set.Epoch(Key{Split: "all", Epoch: 5, Start: 0}).Order) {
 			t.Errorf("resumed stream's epoch 5 is not the whole epoch")
 		}
 	}
@@ -211,7 +212,7 @@ func TestArrivalBinding(t *testing.T) {
 	arrived := map[uint32]bool{}
 	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: 2, Mode: Arrival,
 		Arrived: func(i uint32) bool { mu.Lock(); defer mu.Unlock(); return arrived[i] }})
-	e := set.Epoch(Key{"all", 0, 0})
+	e := set.Epoch(Key{Split: "all", Epoch: 0, Start: 0})
 	// The last sample of each class in epoch order has arrived, nothing else.
 	for _, members := range e.ByClass {
 		arrived[e.Order[members[len(members)-1]]] = true
@@ -255,7 +256,7 @@ func TestArrivalExactlyOnceConcurrently(t *testing.T) {
 	ix := testIndex(t, 2000, []string{"a", "b", "c"})
 	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: Arrival,
 		Arrived: func(i uint32) bool { return i%3 == 0 }})
-	e := set.Epoch(Key{"all", 1, 0})
+	e := set.Epoch(Key{Split: "all", Epoch: 1, Start: 0})
 	got := make([]uint32, len(e.Order))
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -282,7 +283,7 @@ func TestFileList(t *testing.T) {
 	ix := testIndex(t, 257, []string{"normal", "tumor"})
 	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: 9})
 	for _, start := range []uint32{0, 200} {
-		e := set.Epoch(Key{"all", 3, start})
+		e := set.Epoch(Key{Split: "all", Epoch: 3, Start: start})
 		var want bytes.Buffer
 		for k := range uint32(len(e.Order)) {
 			label := ix.Label(e.Order[k])
@@ -346,5 +347,53 @@ func TestClassDirectories(t *testing.T) {
 	}
 	if _, ok := set.Split("train"); ok {
 		t.Errorf("a split not shown resolved")
+	}
+}
+
+// TestShardStreams: each shard directory's views are a prefetch stream of their own, named
+// uniquely (the name is the streams' metric label); the mount's own shard keeps the split's
+// name.
+func TestShardStreams(t *testing.T) {
+	ix := testIndex(t, 40, []string{"a", "b"})
+	mine := splits.Shard{Rank: 1, Count: 2}
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Shard: mine})
+	names := map[string]*Stream{}
+	for _, k := range []Key{
+		{Split: "all", Shard: mine, Epoch: 0},
+		{Split: "all", Shard: splits.Shard{Rank: 0, Count: 4}, Epoch: 0},
+		{Split: "all", Shard: splits.Shard{Rank: 1, Count: 4}, Epoch: 0},
+		{Split: "all", Shard: splits.Shard{Rank: 1, Count: 4}, Epoch: 1, Start: 3},
+	} {
+		st := set.Epoch(k).stream
+		if other, dup := names[st.Name()]; dup && other != st {
+			t.Errorf("two streams named %q", st.Name())
+		}
+		names[st.Name()] = st
+		if got, want := len(st.Order(k.Epoch)), k.Shard.Len(40)-int(k.Start); got != want {
+			t.Errorf("stream %s: %d positions in epoch %d, want %d", st.Name(), got, k.Epoch, want)
+		}
+	}
+	for _, want := range []string{"all", "all/shard-0-of-4", "all/shard-1-of-4", "all/shard-1-of-4@3"} {
+		if names[want] == nil {
+			t.Errorf("no stream %q among %v", want, slices.Collect(maps.Keys(names)))
+		}
+	}
+}
+
+// TestStreamsStayBounded: a job that visits ever more shards and resumed views leaves at
+// most maxStreams streams in the set.
+func TestStreamsStayBounded(t *testing.T) {
+	ix := testIndex(t, 40, []string{"a", "b"})
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, EpochViews: 2})
+	for w := 1; w <= 60; w++ {
+		for r := range w {
+			set.Epoch(Key{Split: "all", Shard: splits.Shard{Rank: r, Count: w}, Epoch: uint64(w)})
+		}
+	}
+	set.mu.Lock()
+	n := set.streams.Len()
+	set.mu.Unlock()
+	if n > maxStreams {
+		t.Errorf("%d streams kept after 1,830 shards were visited, want at most %d", n, maxStreams)
 	}
 }

@@ -57,11 +57,15 @@ split, --seed and N (see docs/epoch-order.md): the same on every machine and eve
 Names sort bytewise in epoch order, so DALI's file_root and torchvision's ImageFolder read
 them in that order too; any epoch-N resolves, a window of them is listed.
 
-Distributed training: each rank mounts with --shard RANK/RANKS and the same --seed; its
-epoch directories then hold only its part of every epoch (positions RANK, RANK+RANKS, ...
-of the epoch's order, as PyTorch's DistributedSampler takes them). Over all ranks every
-sample is read exactly once per epoch; --shard-pad evens the ranks' sizes by repeating
-the first samples. Nothing is coordinated but the seed.
+Distributed training: one mount serves every rank of a node. MOUNTPOINT/<split>/
+shard-<R>-of-<W>/ holds rank R of W's part of every epoch (positions R, R+W, ... of the
+epoch's order, as PyTorch's DistributedSampler takes them), with the same epoch
+directories (epoch-N, epoch-N@K, .targets) as the split itself; it is not listed, and any
+R < W resolves. Over all ranks, on every node, every sample is read exactly once per
+epoch; --shard-pad evens the ranks' sizes by repeating the first samples. The ranks of a
+node share the mount's cache, disk tier and prefetching. Nothing is coordinated but the
+seed. A mount can also show one rank's part as the split's own epoch directories
+(--shard RANK/RANKS), for fstab or systemd mounts of one rank.
 
 Resuming: a job restarted after consuming K samples of epoch N (in file_list order) reads
 epoch-N@K: exactly the samples from position K on, under the same names as in epoch-N.
@@ -110,7 +114,8 @@ recovered; a mountpoint in use is refused.`,
 		Example: `  cassfs mount --dataset tiles /mnt/tiles &
   ls /mnt/tiles/all/epoch-0
   python train.py --data /mnt/tiles/train/epoch-0
-  cassfs mount --dataset tiles --shard 2/8 --seed 7 /mnt/tiles   # rank 2 of 8`,
+  ls /mnt/tiles/train/shard-$RANK-of-$WORLD_SIZE/epoch-0   # torchrun sets both
+  cassfs mount --dataset tiles --shard 2/8 --seed 7 /mnt/tiles   # rank 2 of 8 only`,
 		Args: exactlyOne("mount", "MOUNTPOINT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runMount(c.Context(), &f, args[0])
@@ -142,7 +147,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.DurationVar(&f.o.HedgeAfter, "speculative-after", d.HedgeAfter, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
-	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, repeat the epoch's first samples so that every rank gets the same number")
+	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, and in shard directories (<split>/shard-R-of-W/), repeat the epoch's first samples so that every rank gets the same number")
 	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
 	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
