@@ -17,7 +17,6 @@ import (
 	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/testkit"
-	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/store"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -25,7 +24,7 @@ import (
 
 // diskDataset is an index of n samples whose bytes depend on version (a sample ingested
 // again has other bytes and another checksum), and a Fetcher of them that counts its calls.
-func diskDataset(t *testing.T, n int, version string) (*index.Index, prefetch.FetchFunc, *atomic.Int64) {
+func diskDataset(t *testing.T, n int, version string) (*index.Index, fetchFunc, *atomic.Int64) {
 	t.Helper()
 	b := index.NewBuilder([]string{"a"})
 	data := map[uuid.UUID][]byte{}
@@ -430,3 +429,8 @@ func TestReadDiskUsageNeverGuesses(t *testing.T) {
 		t.Errorf("a damaged stats file: %+v, %v; want an error naming the dataset", us, err)
 	}
 }
+
+// fetchFunc is a function used as a prefetch.Fetcher.
+type fetchFunc func(ctx context.Context, i uint32) ([]byte, error)
+
+func (f fetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/internal/testkit"
-	"github.com/cassfs/cassfs/prefetch"
 )
 
 // TestWarm: Warm fetches what the tier lacks, in order, as far as the bound allows; what it
@@ -21,7 +20,7 @@ func TestWarm(t *testing.T) {
 	calls.Store(0)
 	var planned int
 	var progressed atomic.Int64
-	failing := prefetch.FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	failing := fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		if i == 2 {
 			return nil, errors.New("no such luck")
 		}

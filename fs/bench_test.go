@@ -134,7 +134,7 @@ func BenchmarkHugeDirectory(b *testing.B) {
 	}
 	const n = 1_000_000
 	ix := bigIndex(b, n, 1)
-	cache := prefetch.NewCache(prefetch.FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 110_000), nil }), prefetch.CacheOptions{})
+	cache := prefetch.NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 110_000), nil }), prefetch.CacheOptions{})
 	defer cache.Close()
 	for range b.N {
 		dir := b.TempDir()
@@ -163,3 +163,8 @@ func BenchmarkHugeDirectory(b *testing.B) {
 		b.ReportMetric(float64(heapInUse()-min(before, heapInUse()))/(1<<20), "heap-growth-MiB")
 	}
 }
+
+// fetchFunc is a function used as a prefetch.Fetcher.
+type fetchFunc func(ctx context.Context, i uint32) ([]byte, error)
+
+func (f fetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }

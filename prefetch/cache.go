@@ -19,11 +19,6 @@ type Fetcher interface {
 	Fetch(ctx context.Context, i uint32) ([]byte, error)
 }
 
-// FetchFunc is a function used as a Fetcher.
-type FetchFunc func(ctx context.Context, i uint32) ([]byte, error)
-
-// Fetch implements Fetcher.
-func (f FetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }
 
 // FetchError is a failed fetch of one sample, shared by everyone who waited for it.
 type FetchError struct {

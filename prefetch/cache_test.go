@@ -25,7 +25,7 @@ func blobOf(i uint32, size int) []byte {
 func TestConcurrentGetsShareOneFetch(t *testing.T) {
 	var fetches atomic.Int64
 	release := make(chan struct{})
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		fetches.Add(1)
 		<-release
 		return blobOf(i, 100), nil
@@ -56,7 +56,7 @@ func TestConcurrentGetsShareOneFetch(t *testing.T) {
 
 func TestByteBoundHolds(t *testing.T) {
 	const bound = 10_000
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 500+int(i%7)*300), nil
 	}), CacheOptions{MaxBytes: bound, Samples: 60})
 	defer c.Close()
@@ -73,7 +73,7 @@ func TestByteBoundHolds(t *testing.T) {
 		t.Errorf("no evictions although the working set exceeds the bound")
 	}
 	// A blob larger than the bound is served but not kept.
-	big := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 2*bound), nil }), CacheOptions{MaxBytes: bound})
+	big := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 2*bound), nil }), CacheOptions{MaxBytes: bound})
 	defer big.Close()
 	if data, err := big.Get(context.Background(), 1); err != nil || len(data) != 2*bound {
 		t.Fatalf("oversized Get: %d bytes, %v", len(data), err)
@@ -89,7 +89,7 @@ func TestByteBoundHolds(t *testing.T) {
 func TestFailureIsShared(t *testing.T) {
 	cause := errors.New("node down")
 	release := make(chan struct{})
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		<-release
 		return nil, cause
 	}), CacheOptions{})
@@ -118,7 +118,7 @@ func TestFailureIsShared(t *testing.T) {
 
 func TestFailureMemoryOff(t *testing.T) {
 	cause := errors.New("node down")
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return nil, cause }), CacheOptions{FailureMemory: -1})
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return nil, cause }), CacheOptions{FailureMemory: -1})
 	defer c.Close()
 	for range 2 {
 		if _, err := c.Get(context.Background(), 3); !errors.Is(err, cause) {
@@ -132,7 +132,7 @@ func TestFailureMemoryOff(t *testing.T) {
 
 func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
 	release := make(chan struct{})
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		select {
 		case <-release:
 			return blobOf(i, 10), nil
@@ -160,7 +160,7 @@ func TestCancelledWaiterDoesNotCancelFetch(t *testing.T) {
 
 func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		<-ctx.Done() // a fetch that only ends when cancelled
 		return nil, ctx.Err()
 	}), CacheOptions{})
@@ -186,7 +186,7 @@ func TestCloseStopsFetchesAndLeavesNoGoroutine(t *testing.T) {
 }
 
 func BenchmarkCacheHit(b *testing.B) {
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 110_000), nil }), CacheOptions{})
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 110_000), nil }), CacheOptions{})
 	defer c.Close()
 	for i := range uint32(1000) {
 		c.Get(context.Background(), i)
@@ -209,7 +209,7 @@ func BenchmarkCacheHit(b *testing.B) {
 // the reader who comes later gets a fetch of its own, which succeeds.
 func TestFailedPrefetchIsForgotten(t *testing.T) {
 	var calls atomic.Int32
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		if calls.Add(1) == 1 {
 			return nil, errors.New("node down")
 		}
@@ -244,8 +244,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // entries, through fetches and evictions.
 func TestHasWithAndWithoutLock(t *testing.T) {
 	fetch := func(ctx context.Context, i uint32) ([]byte, error) { return blobOf(i, 1000), nil }
-	locked := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: 5000})
-	free := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: 5000, Samples: 100})
+	locked := NewCache(fetchFunc(fetch), CacheOptions{MaxBytes: 5000})
+	free := NewCache(fetchFunc(fetch), CacheOptions{MaxBytes: 5000, Samples: 100})
 	defer locked.Close()
 	defer free.Close()
 	for k := range uint32(300) {
@@ -271,7 +271,7 @@ func TestHasWithAndWithoutLock(t *testing.T) {
 
 // Drop frees a blob's memory, fresh or used, and Has no longer reports it.
 func TestCacheDrop(t *testing.T) {
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }), CacheOptions{MaxBytes: 1000, Samples: 10})
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }), CacheOptions{MaxBytes: 1000, Samples: 10})
 	defer c.Close()
 	testkit.Must(c.Get(context.Background(), 1))(t)
 	if !c.Prefetch(2, 100, 10, 0, nil) {
@@ -298,7 +298,7 @@ func TestCacheDrop(t *testing.T) {
 func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 	var mu sync.Mutex
 	pushed := map[uint32]int{}
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 1000), nil
 	}), CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
 		mu.Lock()
@@ -369,7 +369,7 @@ func TestPushHeld(t *testing.T) {
 	var mu sync.Mutex
 	pushes := map[uint32]int{}
 	refuse := map[uint32]bool{1: true} // sample 1: the kernel did not know its inode at arrival
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		return blobOf(i, 1000), nil
 	}), CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
 		mu.Lock()
@@ -413,3 +413,8 @@ func TestPushHeld(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// fetchFunc is a function used as a prefetch.Fetcher.
+type fetchFunc func(ctx context.Context, i uint32) ([]byte, error)
+
+func (f fetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }

@@ -43,7 +43,7 @@ func (c *fakeClock) Add(d time.Duration) {
 func TestWindowFromRateAndLatency(t *testing.T) {
 	// Fetches that never end: no arrival measures a latency behind the test's back.
 	never := func(ctx context.Context, i uint32) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }
-	c := NewCache(FetchFunc(never), CacheOptions{MaxBytes: 1 << 30})
+	c := NewCache(fetchFunc(never), CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
 	clock := newFakeClock()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 1000, MaxInFlight: 10_000, Now: clock.Now})
@@ -194,7 +194,7 @@ func runPaced(t *testing.T, lat time.Duration, rate float64, n int, cacheBytes i
 		}
 		return b.Data, nil
 	}
-	c := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: cacheBytes})
+	c := NewCache(fetchFunc(fetch), CacheOptions{MaxBytes: cacheBytes})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf})
 	defer p.Close()
@@ -363,7 +363,7 @@ func (r *queueRun) rate(from, to time.Duration) float64 {
 // called, runs beside them (a slowdown).
 func runQueue(t *testing.T, db *queueDB, n int, opts Options, probe time.Duration, during func()) *queueRun {
 	t.Helper()
-	c := NewCache(FetchFunc(db.fetch), CacheOptions{MaxBytes: 4000 * testBlobSize})
+	c := NewCache(fetchFunc(db.fetch), CacheOptions{MaxBytes: 4000 * testBlobSize})
 	defer c.Close()
 	opts.Size = sizeOf
 	p := NewPrefetcher(c, opts)

@@ -19,7 +19,7 @@ func permStream(n int) *testStream {
 func readEpochs(t *testing.T, withFuture bool, n, epochs int) []int64 {
 	t.Helper()
 	f := newCountingFetch(testBlobSize)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: int64(n/2) * testBlobSize})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: int64(n/2) * testBlobSize})
 	defer c.Close()
 	opts := Options{Size: sizeOf, InitialWindow: 16, MaxWindow: 64, MaxInFlight: 16}
 	if withFuture {
@@ -69,7 +69,7 @@ func TestFutureEvictionKeepsWhatIsReadNext(t *testing.T) {
 // readingSpan positions; evict.Never for a sample no known order reads.
 func TestPrefetcherNext(t *testing.T) {
 	const n = 300
-	c := NewCache(FetchFunc(newCountingFetch(10).fetch), CacheOptions{MaxBytes: 1 << 20})
+	c := NewCache(fetchFunc(newCountingFetch(10).fetch), CacheOptions{MaxBytes: 1 << 20})
 	defer c.Close()
 	still := time.Now()
 	p := NewPrefetcher(c, Options{Size: sizeOf, Samples: n + 1, InitialWindow: 1, MaxWindow: 1, MaxInFlight: 1, Now: func() time.Time { return still }})

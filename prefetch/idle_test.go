@@ -13,7 +13,7 @@ import (
 // accessed again starts anew.
 func TestIdleStreamsAreDropped(t *testing.T) {
 	f := newCountingFetch(100)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30, Samples: 1000})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30, Samples: 1000})
 	defer c.Close()
 	var mu sync.Mutex
 	now := time.Now()

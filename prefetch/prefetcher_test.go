@@ -83,7 +83,7 @@ func rotated(n int) *testStream {
 // stays at its initial size: an in-flight limit of 8, a window of 4 × 8.
 func TestIssuesUpToTheWindow(t *testing.T) {
 	f := newCountingFetch(100)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
 	still := time.Now()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, MaxInFlight: 1000, Now: func() time.Time { return still }})
@@ -116,7 +116,7 @@ func TestIssuesUpToTheWindow(t *testing.T) {
 func TestContinuesIntoNextEpoch(t *testing.T) {
 	const n = 50
 	f := newCountingFetch(10)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 1000, MaxWindow: 20, MaxInFlight: 1000})
 	defer p.Close()
@@ -154,7 +154,7 @@ func TestCacheBoundUnderPrefetch(t *testing.T) {
 	const size, n = 1000, 300
 	const bound = 20 * size
 	f := newCountingFetch(size)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: bound, Samples: n})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: bound, Samples: n})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 100, MaxWindow: 100, MaxInFlight: 1000, KeepFree: 4 * size})
 	defer p.Close()
@@ -201,7 +201,7 @@ func TestDemandJumpsTheQueue(t *testing.T) {
 		}
 		return blobOf(i, 10), nil
 	}
-	c := NewCache(FetchFunc(fetch), CacheOptions{})
+	c := NewCache(fetchFunc(fetch), CacheOptions{})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 8})
 	defer p.Close()
@@ -224,7 +224,7 @@ func TestDemandJumpsTheQueue(t *testing.T) {
 
 func TestPrefetcherCloseLeavesNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
-	c := NewCache(FetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}), CacheOptions{})
@@ -260,7 +260,7 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 		}
 		return blobOf(i, 50), nil
 	}
-	c := NewCache(FetchFunc(fetch), CacheOptions{MaxBytes: 1 << 30})
+	c := NewCache(fetchFunc(fetch), CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 32, MaxInFlight: 64})
 	defer p.Close()
@@ -299,7 +299,7 @@ func TestConcurrentReadersExactlyOnce(t *testing.T) {
 // protected from used-first eviction until it is read again.
 func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 	f := newCountingFetch(testBlobSize)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: 10 * testBlobSize, Samples: 200})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 10 * testBlobSize, Samples: 200})
 	defer c.Close()
 	ctx := context.Background()
 	for i := range uint32(5) {
@@ -333,7 +333,7 @@ func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 func TestEpochsShorterThanTheWindow(t *testing.T) {
 	const n = 10
 	f := newCountingFetch(10)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 64, MaxInFlight: 1000})
 	defer p.Close()
@@ -376,7 +376,7 @@ func TestEpochsShorterThanTheWindow(t *testing.T) {
 func TestOneEpochFetchesEachSampleOnce(t *testing.T) {
 	const n = 4000
 	f := newCountingFetch(testBlobSize)
-	c := NewCache(FetchFunc(f.fetch), CacheOptions{MaxBytes: n / 4 * testBlobSize, Samples: 2 * n})
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: n / 4 * testBlobSize, Samples: 2 * n})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf})
 	defer p.Close()
@@ -440,7 +440,7 @@ func TestDemandJoinsPrefetchInFlight(t *testing.T) {
 		}
 		return blobOf(i, 10), nil
 	}
-	c := NewCache(FetchFunc(fetch), CacheOptions{})
+	c := NewCache(fetchFunc(fetch), CacheOptions{})
 	defer c.Close()
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 4, MaxInFlight: 100})
 	defer p.Close()
