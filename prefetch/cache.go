@@ -19,7 +19,6 @@ type Fetcher interface {
 	Fetch(ctx context.Context, i uint32) ([]byte, error)
 }
 
-
 // FetchError is a failed fetch of one sample, shared by everyone who waited for it.
 type FetchError struct {
 	Sample uint32
