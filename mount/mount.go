@@ -2,7 +2,9 @@
 // memory cache, the disk tier, the prefetcher, the views and the filesystem are made to
 // agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
 // and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
-// open mounts the same way.
+// open mounts the same way. A mount sets nothing process-wide: the collector's target
+// while indexes load and the heap limit are the process's, set once for all its mounts
+// (TightGC, SetMemoryLimit).
 //
 // # The read chain
 //
@@ -51,7 +53,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/cassfs/cassfs/disktier"
@@ -65,8 +66,9 @@ import (
 	"github.com/cassfs/cassfs/view"
 )
 
-// MemOverhead is the daemon's heap beyond the cache and the index: Go runtime, FUSE
-// buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
+// MemOverhead is a mount's heap beyond its cache and index: Go runtime, FUSE buffers,
+// requests in flight, gocql frames; MemoryLimit counts it once per mount. Measured, for a
+// daemon of one mount, in the latency lab (bench/README.md).
 const MemOverhead = 128 << 20
 
 // The resident memory `cassfs mount --help` promises: the cache, RSSPerSample bytes per
@@ -93,6 +95,7 @@ type Mount struct {
 	disk       *disktier.Tier       // nil: no cache directory
 	prefetcher *prefetch.Prefetcher // nil: no prefetching
 	metrics    *metrics
+	heap       int64 // bytes of heap the mount holds at most, but for MemOverhead
 }
 
 // Open loads the dataset's index and splits from st and wires the read path: filesystem →
@@ -103,14 +106,6 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		return nil, err
 	}
 	start := time.Now()
-	// Loading the index makes garbage at the rate the scan decodes rows (a row, its
-	// metadata, its strings), and the runtime's default lets the heap grow to twice what is
-	// live before it collects: at a million samples that peak would be the daemon's
-	// largest. A tighter target while the index loads costs some CPU and keeps the peak
-	// near what the index holds.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(25))
-	}
 	// The stored splits need no index to be read: at long round trips that overlaps.
 	var stored *splits.Stored
 	var storedErr error
@@ -140,14 +135,10 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	for _, s := range shown {
 		members += len(s.Members)
 	}
-	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
-	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
-	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
-	// user wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews)) + MemOverhead)
-	}
 	m := &Mount{Index: ix, Shown: shown, opts: o, dataset: st.Dataset(), log: log, metrics: newMetrics()}
+	// What the mount holds, for the process's heap limit (MemoryLimit): the cache, the index
+	// and the epoch orders.
+	m.heap = int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews))
 	m.metrics.pprof = o.Pprof
 	blobs, hedges := hedgedReads(st, o.HedgeAfter)
 	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(blobs, ix))
