@@ -2,9 +2,10 @@
 // memory cache, the disk tier, the prefetcher, the views and the filesystem are made to
 // agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
 // and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
-// open mounts the same way. A mount sets nothing process-wide: the collector's target
-// while indexes load and the heap limit are the process's, set once for all its mounts
-// (TightGC, SetMemoryLimit).
+// open mounts the same way. ServeFD serves instead a /dev/fuse descriptor another process
+// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). A
+// mount sets nothing process-wide: the collector's target while indexes load and the heap
+// limit are the process's, set once for all its mounts (TightGC, SetMemoryLimit).
 //
 // # The read chain
 //
@@ -64,6 +65,7 @@ import (
 	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/store/hedge"
 	"github.com/cassfs/cassfs/view"
+	"golang.org/x/sys/unix"
 )
 
 // MemOverhead is a mount's heap beyond its cache and index: Go runtime, FUSE buffers,
@@ -238,7 +240,7 @@ func (m *Mount) ServeMetrics(ctx context.Context, addr string) error {
 }
 
 // fuseServer is what Serve keeps of fs.Mount's server (go-fuse's; only fs and the command
-// import go-fuse).
+// import go-fuse), or ServeFD of fs.ServeFD's.
 type fuseServer interface {
 	Wait()
 	WaitMount() error
@@ -259,6 +261,27 @@ type Server struct {
 // background, with its control socket for `cassfs stats`, until Unmount or an unmount
 // from outside (Done).
 func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
+	return m.serve(ctx, dir, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.Mount(dir, m.FS, mo) })
+}
+
+// ServeFD serves m on fd, an open /dev/fuse descriptor that a privileged mounter (a CSI
+// node plugin) has already mounted at mountpoint (an absolute path) and handed over, in
+// the background, with its control socket for `cassfs stats`, until Unmount or an unmount
+// from outside (Done). The daemon then mounts nothing and needs no privilege. The
+// mount-time settings are the mounter's (fs.ServeFD says which), Options.AllowOther
+// among them. The Server owns fd: it is closed once serving ends. Unmount needs the
+// privilege to unmount; without it, the mounter unmounts.
+func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server, error) {
+	if fd > 0 {
+		// A descriptor handed over may be inherited by the processes the daemon starts
+		// (the lookahead helper), which would keep the connection alive after the daemon.
+		unix.CloseOnExec(fd)
+	}
+	return m.serve(ctx, mountpoint, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.ServeFD(fd, mountpoint, m.FS, mo) })
+}
+
+// serve serves m at dir with the server start returns, mounted or handed over.
+func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptions) (fuseServer, error)) (*Server, error) {
 	s := &Server{Dir: dir, m: m, served: make(chan struct{})}
 	// The helper is started before the mount: a process forked while the daemon holds
 	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
@@ -285,7 +308,7 @@ func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
 		mo.Logger.SetFlags(0)
 		mo.Logger.SetPrefix("fuse: ")
 	}
-	server, err := cfs.Mount(dir, m.FS, mo)
+	server, err := start(mo)
 	if err != nil {
 		if s.helper != nil {
 			s.helper.stop(m.log)
