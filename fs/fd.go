@@ -22,15 +22,21 @@ import (
 // agrees anyway). What INIT agrees (MaxBackground, read-ahead, capabilities) is as with
 // Mount.
 //
-// The server owns fd from now on: it closes it once serving ends, when the mountpoint is
-// unmounted (Wait returns). mountpoint is only where the mount is, for WaitMount and
-// Unmount.
+// ServeFD takes fd: the server closes it once serving ends, when the mountpoint is
+// unmounted (Wait returns), and ServeFD at once if it fails (go-fuse does once it has
+// it). mountpoint is only where the mount is, for WaitMount and Unmount.
 func ServeFD(fd int, mountpoint string, f *FS, o MountOptions) (*FDServer, error) {
-	if err := isFUSEDevice(fd); err != nil {
+	refuse := func(err error) (*FDServer, error) {
+		if fd > 0 {
+			unix.Close(fd)
+		}
 		return nil, fmt.Errorf("serve descriptor %d: %w", fd, err)
 	}
 	if !filepath.IsAbs(mountpoint) {
-		return nil, fmt.Errorf("serve descriptor %d: mountpoint %q is not an absolute path", fd, mountpoint)
+		return refuse(fmt.Errorf("mountpoint %q is not an absolute path", mountpoint))
+	}
+	if err := isFUSEDevice(fd); err != nil {
+		return refuse(err)
 	}
 	// Not a direct mount: go-fuse would try mount(2) on "/dev/fd/N" before it recognised
 	// the form, and as root mount a new FUSE filesystem over /dev/fuse itself.

@@ -30,11 +30,7 @@ func TestServeFD(t *testing.T) {
 	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}}), Blobs: cache})
 	dir := t.TempDir()
 	fd := testkit.MountFUSE(t, dir)
-	server, err := cfs.ServeFD(fd, dir, fsys, cfs.MountOptions{})
-	if err != nil {
-		unix.Close(fd)
-		t.Fatal(err)
-	}
+	server := testkit.Must(cfs.ServeFD(fd, dir, fsys, cfs.MountOptions{}))(t)
 	if got, want := testkit.MountsAt(t, dir, "/dev/fuse"), []string{"fuse.cassfs at " + dir}; !slices.Equal(got, want) {
 		// Whatever is mounted over /dev/fuse goes before anything opens it again, and the
 		// mount at dir may be served by nobody: nothing may read it.
@@ -71,31 +67,28 @@ func TestServeFD(t *testing.T) {
 	}
 }
 
-// TestServeFDRefuses what it cannot serve: a descriptor not on /dev/fuse, or none
-// go-fuse would take as one, and a relative mountpoint.
+// TestServeFDRefuses what it cannot serve, and closes the descriptor it was given: one not
+// on /dev/fuse, or none go-fuse would take as one, and a relative mountpoint.
 func TestServeFDRefuses(t *testing.T) {
-	null := testkit.Must(os.Open(os.DevNull))(t)
-	defer null.Close()
 	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: testkit.Index(t, 3, 1), Splits: nil})})
+	null := func() int { return testkit.Must(unix.Open(os.DevNull, unix.O_RDWR|unix.O_CLOEXEC, 0))(t) }
 	for _, tc := range []struct {
 		name string
-		fd   int
+		fd   func() int
 		dir  string
 		want string
 	}{
-		{"standard input", 0, "/mnt", "want one above 0"},
-		{os.DevNull, int(null.Fd()), "/mnt", "not open on /dev/fuse"},
-		{"closed", 1 << 20, "/mnt", "bad file descriptor"},
+		{"standard input", func() int { return 0 }, "/mnt", "want one above 0"},
+		{os.DevNull, null, "/mnt", "not open on /dev/fuse"},
+		{"closed", func() int { return 1 << 20 }, "/mnt", "bad file descriptor"},
+		{"relative mountpoint", null, "mnt", "not an absolute path"},
 	} {
-		if _, err := cfs.ServeFD(tc.fd, tc.dir, fsys, cfs.MountOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		fd := tc.fd()
+		if _, err := cfs.ServeFD(fd, tc.dir, fsys, cfs.MountOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: ServeFD: %v, want an error saying %q", tc.name, err, tc.want)
 		}
-	}
-	if os.Geteuid() == 0 {
-		fuse := testkit.Must(os.OpenFile("/dev/fuse", os.O_RDWR, 0))(t)
-		defer fuse.Close()
-		if _, err := cfs.ServeFD(int(fuse.Fd()), "mnt", fsys, cfs.MountOptions{}); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
-			t.Errorf("relative mountpoint: ServeFD: %v, want an error saying so", err)
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); fd > 0 && err != unix.EBADF {
+			t.Errorf("%s: descriptor %d still open after ServeFD refused it (%v)", tc.name, fd, err)
 		}
 	}
 }

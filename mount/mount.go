@@ -269,8 +269,8 @@ func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
 // the background, with its control socket for `cassfs stats`, until Unmount or an unmount
 // from outside (Done). The daemon then mounts nothing and needs no privilege. The
 // mount-time settings are the mounter's (fs.ServeFD says which), Options.AllowOther
-// among them. The Server owns fd: it is closed once serving ends. Unmount needs the
-// privilege to unmount; without it, the mounter unmounts.
+// among them. ServeFD takes fd: it is closed once serving ends, or at once if ServeFD
+// fails. Unmount needs the privilege to unmount; without it, the mounter unmounts.
 func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server, error) {
 	if fd > 0 {
 		// A descriptor handed over may be inherited by the processes the daemon starts
