@@ -37,6 +37,16 @@ type MountOptions struct {
 // Mount mounts f at dir and serves it in the background. Unmount the returned server to
 // stop; Wait returns when it is unmounted.
 func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
+	server, err := serve(dir, f, o, true)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w", dir, err)
+	}
+	return server, nil
+}
+
+// serve serves f in the background at mountpoint: a directory it mounts (direct), or
+// go-fuse's "/dev/fd/N", a descriptor mounted already (not direct: see ServeFD).
+func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server, error) {
 	if o.MaxBackground <= 0 {
 		o.MaxBackground = 128
 	}
@@ -56,8 +66,9 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 			AllowOther:    o.AllowOther,
 			MaxBackground: o.MaxBackground,
 			// Read-only at the VFS: writes fail with EROFS before reaching us, and reads do
-			// not cost an atime GETATTR.
-			DirectMount:      true,
+			// not cost an atime GETATTR. (With a passed descriptor these, FsName and
+			// AllowOther are the mounter's: ServeFD.)
+			DirectMount:      direct,
 			DirectMountFlags: syscall.MS_RDONLY | syscall.MS_NOSUID | syscall.MS_NODEV,
 			Options:          []string{"ro"},
 			// Extended attributes are on: samples carry their metadata (sampleFile.Getxattr).
@@ -89,9 +100,9 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	// answered ENOSYS like any request. NewServer has already answered INIT (go-fuse
 	// v2.12: handleInit), so the kernel settings are known below.
 	raw := countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), c: &f.requests}
-	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
+	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w", dir, err)
+		return nil, err
 	}
 	f.server.Store(server)
 	go server.Serve()

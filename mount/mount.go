@@ -2,7 +2,10 @@
 // memory cache, the disk tier, the prefetcher, the views and the filesystem are made to
 // agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
 // and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
-// open mounts the same way.
+// open mounts the same way. ServeFD serves instead a /dev/fuse descriptor another process
+// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). A
+// mount sets nothing process-wide: the collector's target while indexes load and the heap
+// limit are the process's, set once for all its mounts (TightGC, SetMemoryLimit).
 //
 // # The read chain
 //
@@ -51,7 +54,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/cassfs/cassfs/disktier"
@@ -63,10 +65,12 @@ import (
 	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/store/hedge"
 	"github.com/cassfs/cassfs/view"
+	"golang.org/x/sys/unix"
 )
 
-// MemOverhead is the daemon's heap beyond the cache and the index: Go runtime, FUSE
-// buffers, requests in flight, gocql frames. Measured in the latency lab (bench/README.md).
+// MemOverhead is a mount's heap beyond its cache and index: Go runtime, FUSE buffers,
+// requests in flight, gocql frames; MemoryLimit counts it once per mount. Measured, for a
+// daemon of one mount, in the latency lab (bench/README.md).
 const MemOverhead = 128 << 20
 
 // The resident memory `cassfs mount --help` promises: the cache, RSSPerSample bytes per
@@ -93,6 +97,7 @@ type Mount struct {
 	disk       *disktier.Tier       // nil: no cache directory
 	prefetcher *prefetch.Prefetcher // nil: no prefetching
 	metrics    *metrics
+	heap       int64 // bytes of heap the mount holds at most, but for MemOverhead
 }
 
 // Open loads the dataset's index and splits from st and wires the read path: filesystem →
@@ -103,14 +108,6 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		return nil, err
 	}
 	start := time.Now()
-	// Loading the index makes garbage at the rate the scan decodes rows (a row, its
-	// metadata, its strings), and the runtime's default lets the heap grow to twice what is
-	// live before it collects: at a million samples that peak would be the daemon's
-	// largest. A tighter target while the index loads costs some CPU and keeps the peak
-	// near what the index holds.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(25))
-	}
 	// The stored splits need no index to be read: at long round trips that overlaps.
 	var stored *splits.Stored
 	var storedErr error
@@ -140,14 +137,10 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	for _, s := range shown {
 		members += len(s.Members)
 	}
-	// Bound the daemon's memory: the cache, the index and epoch orders, and a fixed
-	// allowance for the runtime, requests in flight and the driver's frame buffers. Go's
-	// collector otherwise lets the heap grow to twice what is live. A GOMEMLIMIT set by the
-	// user wins.
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews)) + MemOverhead)
-	}
 	m := &Mount{Index: ix, Shown: shown, opts: o, dataset: st.Dataset(), log: log, metrics: newMetrics()}
+	// What the mount holds, for the process's heap limit (MemoryLimit): the cache, the index
+	// and the epoch orders.
+	m.heap = int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews))
 	m.metrics.pprof = o.Pprof
 	blobs, hedges := hedgedReads(st, o.HedgeAfter)
 	var fetch prefetch.Fetcher = m.metrics.timed(prefetch.StoreFetch(blobs, ix))
@@ -247,7 +240,7 @@ func (m *Mount) ServeMetrics(ctx context.Context, addr string) error {
 }
 
 // fuseServer is what Serve keeps of fs.Mount's server (go-fuse's; only fs and the command
-// import go-fuse).
+// import go-fuse), or ServeFD of fs.ServeFD's.
 type fuseServer interface {
 	Wait()
 	WaitMount() error
@@ -268,6 +261,27 @@ type Server struct {
 // background, with its control socket for `cassfs stats`, until Unmount or an unmount
 // from outside (Done).
 func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
+	return m.serve(ctx, dir, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.Mount(dir, m.FS, mo) })
+}
+
+// ServeFD serves m on fd, an open /dev/fuse descriptor that a privileged mounter (a CSI
+// node plugin) has already mounted at mountpoint (an absolute path) and handed over, in
+// the background, with its control socket for `cassfs stats`, until Unmount or an unmount
+// from outside (Done). The daemon then mounts nothing and needs no privilege. The
+// mount-time settings are the mounter's (fs.ServeFD says which), Options.AllowOther
+// among them. ServeFD takes fd: it is closed once serving ends, or at once if ServeFD
+// fails. Unmount needs the privilege to unmount; without it, the mounter unmounts.
+func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server, error) {
+	if fd > 0 {
+		// A descriptor handed over may be inherited by the processes the daemon starts
+		// (the lookahead helper), which would keep the connection alive after the daemon.
+		unix.CloseOnExec(fd)
+	}
+	return m.serve(ctx, mountpoint, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.ServeFD(fd, mountpoint, m.FS, mo) })
+}
+
+// serve serves m at dir with the server start returns, mounted or handed over.
+func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptions) (fuseServer, error)) (*Server, error) {
 	s := &Server{Dir: dir, m: m, served: make(chan struct{})}
 	// The helper is started before the mount: a process forked while the daemon holds
 	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
@@ -294,7 +308,7 @@ func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
 		mo.Logger.SetFlags(0)
 		mo.Logger.SetPrefix("fuse: ")
 	}
-	server, err := cfs.Mount(dir, m.FS, mo)
+	server, err := start(mo)
 	if err != nil {
 		if s.helper != nil {
 			s.helper.stop(m.log)

@@ -58,6 +58,10 @@ func unmount(dir string, clean func() error, served <-chan struct{}, log *slog.L
 			<-served
 			return nil
 		}
+		if errors.Is(err, unix.EPERM) {
+			// A mount handed over (ServeFD) to a daemon without the privilege to unmount.
+			return fmt.Errorf("%w: the mounter that handed the mount over unmounts it", err)
+		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	log.Warn("mount busy; detaching it lazily", "at", dir, "err", err)

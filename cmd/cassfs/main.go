@@ -10,19 +10,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
-
-	"github.com/cassfs/cassfs/store/cassandra"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cassandra.SetLogger(slog.Default()) // mount sets its own logger
 	root := newRootCmd()
 	// As a mount helper (/sbin/mount.fuse.cassfs, a symlink to cassfs), mount(8) and
 	// /etc/fstab call it with "DATASET MOUNTPOINT -o options".

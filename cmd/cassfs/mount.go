@@ -188,11 +188,14 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 	if exe, err := os.Executable(); err == nil {
 		f.o.LookaheadHelper = []string{exe, "lookahead-helper"}
 	}
+	restore := mount.TightGC()
 	m, err := mount.Open(ctx, st, f.o, log)
+	restore()
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	mount.SetMemoryLimit(m)
 	if f.metricsAddr != "" {
 		if err := m.ServeMetrics(ctx, f.metricsAddr); err != nil {
 			return err

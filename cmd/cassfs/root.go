@@ -179,7 +179,7 @@ func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 type storeOpts struct {
 	create      bool         // make a missing dataset (ingest)
 	replication int          // replication factor of a created dataset
-	log         *slog.Logger // where the driver's own messages go (nil: the standard logger)
+	log         *slog.Logger // where the driver's own messages go (nil: slog's default logger)
 }
 
 // openStore opens the dataset named by the database flags (or the configuration file that
@@ -190,10 +190,7 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg.Create, cfg.ReplicationFactor = o.create, o.replication
-	if o.log != nil {
-		cassandra.SetLogger(o.log)
-	}
+	cfg.Create, cfg.ReplicationFactor, cfg.Logger = o.create, o.replication, o.log
 	st, err := cassandra.Open(ctx, cfg)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w; check --dataset, or ingest it first", err)

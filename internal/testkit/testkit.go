@@ -1,6 +1,7 @@
 // Package testkit holds the helpers tests of every package share: failing a test on an
-// error in one call (Check, Must) and a small index to build views, epochs and caches on
-// (Index). It is imported by tests only; nothing in a built binary uses it.
+// error in one call (Check, Must), a small index to build views, epochs and caches on
+// (Index), and a FUSE connection mounted as a privileged mounter hands it over
+// (MountFUSE, MountsAt). It is imported by tests only; nothing in a built binary uses it.
 package testkit
 
 import (

@@ -49,6 +49,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -100,6 +101,11 @@ type Config struct {
 	// WriteCoalesceWait is gocql's write coalescing delay (default 0: send at once, which is
 	// what a latency-bound reader wants).
 	WriteCoalesceWait time.Duration
+	// Logger receives the driver's own messages (reconnections, nodes going up and down),
+	// at level Warn (default slog.Default()). It is this store's session's own (gocql's
+	// ClusterConfig.Logger), not the driver's global: stores opened in one process with
+	// different loggers log apart.
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -129,6 +135,9 @@ func (c *Config) defaults() {
 	}
 	if c.ScanStall == 0 {
 		c.ScanStall = max(6*c.Timeout, 30*time.Second)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 }
 

@@ -79,6 +79,7 @@ func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	// gocql's default minute: a mount outlives outages, with every node down nothing else
 	// would notice the return, and requests wait for it (again) only within their deadline.
 	cl.ReconnectInterval = reconnectInterval
+	cl.Logger = driverLogger{cfg.Logger}
 	var fallback gocql.HostSelectionPolicy = gocql.RoundRobinHostPolicy()
 	if cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(cfg.LocalDC)

@@ -87,10 +87,8 @@ func isTimeout(err error) bool {
 	return errors.Is(err, gocql.ErrTimeoutNoResponse) || errors.As(err, &rt)
 }
 
-// SetLogger sends the driver's own messages (reconnections, hosts going up and down) to
-// log, at level Warn, instead of the standard logger.
-func SetLogger(log *slog.Logger) { gocql.Logger = driverLogger{log} }
-
+// driverLogger is a session's gocql logger (ClusterConfig.Logger): the driver's own
+// messages, at level Warn, to the store's Config.Logger.
 type driverLogger struct{ log *slog.Logger }
 
 func (l driverLogger) Print(v ...any) {

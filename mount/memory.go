@@ -1,0 +1,56 @@
+package mount
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+// A Mount sets none of the process's runtime settings: a process serving several mounts
+// decides the garbage collector's target and the heap limit once, for all of them, with
+// the functions below. cassfs mount, serving one:
+//
+//	restore := mount.TightGC()
+//	m, err := mount.Open(ctx, st, o, log)
+//	restore()
+//	...
+//	mount.SetMemoryLimit(m)
+
+// TightGC sets the collector's target to GOGC=25 while indexes load, unless GOGC is set in
+// the environment (the user's choice wins), and returns the function that restores the
+// previous target: call it once around opening every mount the process serves, not per
+// mount (two mounts opened at once would otherwise restore each other's 25).
+//
+// Loading an index makes garbage at the rate the scan decodes rows (a row, its metadata,
+// its strings), and the runtime's default lets the heap grow to twice what is live before
+// it collects: at a million samples that peak would be the daemon's largest. A tighter
+// target while the index loads costs some CPU and keeps the peak near what the index
+// holds.
+func TightGC() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(25)
+	return func() { debug.SetGCPercent(old) }
+}
+
+// MemoryLimit is the heap limit of a process serving mounts: for each, what it holds (its
+// cache, its index and epoch orders: Mount.heap) and MemOverhead. The overhead is counted
+// per mount since most of it is: each has its requests in flight, its FUSE buffers and, with
+// a store of its own, its driver's frame buffers; only the runtime's share is the
+// process's, and a limit a little high costs nothing but headroom.
+func MemoryLimit(mounts ...*Mount) int64 {
+	var limit int64
+	for _, m := range mounts {
+		limit += m.heap + MemOverhead
+	}
+	return limit
+}
+
+// SetMemoryLimit bounds the process's heap to MemoryLimit(mounts...), unless GOMEMLIMIT is
+// set in the environment (the user's choice wins). Go's collector otherwise lets the heap
+// grow to twice what is live. Call it once, with every mount the process serves.
+func SetMemoryLimit(mounts ...*Mount) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(MemoryLimit(mounts...))
+	}
+}
