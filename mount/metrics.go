@@ -201,7 +201,8 @@ func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger
 		srv.Close()
 	}()
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Closing the listener (the control socket, at unmount) is a normal end too.
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
