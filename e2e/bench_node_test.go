@@ -60,6 +60,15 @@ func BenchmarkOneMountPerNode(b *testing.B) {
 				}
 				return names
 			}
+			fetched := func() float64 {
+				var n float64
+				for _, m := range mounts {
+					v, _ := metricValue(scrape(b, metricsURL(b, m)), "cassfs_fetch_seconds_count")
+					n += v
+				}
+				return n
+			}
+			last := fetched()
 			for r := range ranks {
 				paths(r, 0)
 			}
@@ -77,11 +86,12 @@ func BenchmarkOneMountPerNode(b *testing.B) {
 				}
 				wg.Wait()
 				b.ReportMetric(count/time.Since(t0).Seconds(), fmt.Sprintf("%sepoch%d-images/s", mode, e))
+				now := fetched()
+				b.ReportMetric(now-last, fmt.Sprintf("%sepoch%d-fetches", mode, e)) // epoch 0's since the mounts started
+				last = now
 			}
-			var fetches, rss float64
+			fetches, rss := fetched(), 0.0
 			for _, m := range mounts {
-				n, _ := metricValue(scrape(b, metricsURL(b, m)), "cassfs_fetch_seconds_count")
-				fetches += n
 				rss += residentMiB(b, m.cmd.Process.Pid)
 			}
 			b.ReportMetric(fetches, mode+"fetches-3-epochs")

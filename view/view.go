@@ -15,9 +15,10 @@
 // directory's), an epoch N and a start position K (0 for the whole epoch; K > 0 for
 // epoch-N@K, the epoch resumed at position K). Set.Epoch returns the view
 // of a key — the epoch's order restricted to the key's shard, its samples by class and
-// the file list — computed once on first use and kept in an LRU of Config.EpochViews views
-// (each costs 8 bytes per sample of its split); an evicted view is recomputed when used
-// again. Computing a view (a permutation of the whole split) takes no lock shared with
+// the file list — computed once on first use and kept in an LRU bounded by the positions
+// its views hold, Config.EpochViews times the dataset's samples (8 bytes per position):
+// the views of the 8 ranks of a node, each an eighth of a split, weigh one whole view. An
+// evicted view is recomputed when used again (and, under arrival binding, binds anew). Computing a view (a permutation of the whole split) takes no lock shared with
 // other keys.
 //
 // # Names
@@ -128,7 +129,9 @@ type Config struct {
 	// Shard, if set, makes every epoch view show only this rank's part of the epoch
 	// (splits.Shard).
 	Shard splits.Shard
-	// EpochViews bounds how many epoch views are kept in memory (default 4).
+	// EpochViews bounds the epoch views kept in memory (default 4), in views of the whole
+	// dataset: a view weighs the positions it holds, so a shard's view of 1/W of a split
+	// weighs 1/W of it, and the views of every rank of a node fit where one whole view does.
 	EpochViews int
 	// Mode binds names to samples (default Strict).
 	Mode Mode
@@ -158,14 +161,17 @@ type Set struct {
 
 	mu      sync.Mutex
 	views   *simplelru.LRU[Key, *slot]         // guarded by mu
+	weight  int                                // guarded by mu: positions of the views held
+	limit   int                                // EpochViews × the dataset's samples
 	streams *simplelru.LRU[streamKey, *Stream] // guarded by mu: the streams of recent keys (maxStreams)
 	tables  map[string]*Table                  // guarded by mu: samples.csv by split, made on first use
 }
 
 // slot holds one view, computed once by whoever asks first.
 type slot struct {
-	once sync.Once
-	e    *Epoch
+	once   sync.Once
+	e      *Epoch
+	weight int // positions of the view (known before it is computed)
 }
 
 // maxStreams bounds the streams a Set keeps (each a few words): a long job that visits many
@@ -185,7 +191,8 @@ func New(cfg Config) *Set {
 	if cfg.EpochViews <= 0 {
 		cfg.EpochViews = 4
 	}
-	views, _ := simplelru.NewLRU[Key, *slot](cfg.EpochViews, nil)
+	// The count bound is loose: the weight (positions) is what evicts (Set.Epoch).
+	views, _ := simplelru.NewLRU[Key, *slot](1<<16, nil)
 	streams, _ := simplelru.NewLRU[streamKey, *Stream](maxStreams, nil)
 	s := &Set{
 		cfg:        cfg,
@@ -193,6 +200,7 @@ func New(cfg Config) *Set {
 		byName:     map[string]*splits.Split{},
 		classNames: ClassNames(cfg.Index.Labels()),
 		views:      views,
+		limit:      cfg.EpochViews * max(cfg.Index.Len(), 1),
 		streams:    streams,
 		binding:    strictBinding{},
 	}
@@ -264,8 +272,14 @@ func (s *Set) Epoch(k Key) *Epoch {
 	s.mu.Lock()
 	sl, ok := s.views.Get(k)
 	if !ok {
-		sl = &slot{}
+		sl = &slot{weight: max(k.Shard.Len(len(s.byName[k.Split].Members))-int(k.Start), 1)}
 		s.views.Add(k, sl)
+		s.weight += sl.weight
+		// Evict by weight, oldest first, keeping the view just added.
+		for s.weight > s.limit && s.views.Len() > 1 {
+			_, old, _ := s.views.RemoveOldest()
+			s.weight -= old.weight
+		}
 	}
 	s.mu.Unlock()
 	// The permutation is computed outside mu: other keys are not held up, and lookups of

@@ -397,3 +397,32 @@ func TestStreamsStayBounded(t *testing.T) {
 		t.Errorf("%d streams kept after 1,830 shards were visited, want at most %d", n, maxStreams)
 	}
 }
+
+// TestShardViewsOfANodeStayBound: the 8 ranks of a node reading their shard directories
+// at once, under arrival binding, each bind every sample of their part exactly once: the
+// views of all of them are kept (they weigh one whole view together), so none is evicted
+// and bound anew while its rank reads it.
+func TestShardViewsOfANodeStayBound(t *testing.T) {
+	ix := testIndex(t, 400, []string{"a", "b", "c"})
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: Arrival, Arrived: func(uint32) bool { return true }})
+	const ranks = 8
+	seen := map[uint32]int{}
+	views := make([]*Epoch, ranks)
+	for k := 0; k < 50; k++ { // the ranks' readers take turns, file by file
+		for r := range ranks {
+			e := set.Epoch(Key{Split: "all", Shard: splits.Shard{Rank: r, Count: ranks}, Epoch: 3})
+			if views[r] != nil && views[r] != e {
+				t.Fatalf("rank %d's view was evicted and made anew while it was read", r)
+			}
+			views[r] = e
+			i, ok := set.Lookup(e, ix.Label(e.Order[k]), e.NameAt(uint32(k), false))
+			if !ok {
+				t.Fatalf("rank %d: position %d not found", r, k)
+			}
+			seen[i]++
+		}
+	}
+	if len(seen) != 400 {
+		t.Errorf("%d distinct samples bound over the 8 ranks' 400 names, want 400", len(seen))
+	}
+}
