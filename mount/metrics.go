@@ -186,9 +186,17 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) erro
 }
 
 func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger) {
+	serveMetrics(ctx, ln, log, m.pprof, map[string]*prometheus.Registry{"/metrics": m.reg})
+}
+
+// serveMetrics answers each registry at its path on ln until ctx ends, and Go's profiler
+// with pprof.
+func serveMetrics(ctx context.Context, ln net.Listener, log *slog.Logger, pprofOn bool, regs map[string]*prometheus.Registry) {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
-	if m.pprof {
+	for path, reg := range regs {
+		mux.Handle(path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	if pprofOn {
 		mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile under it
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -14,6 +14,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+
+	"github.com/cassfs/cassfs/mount"
 )
 
 func main() {
@@ -23,7 +25,7 @@ func main() {
 	// As a mount helper (/sbin/mount.fuse.cassfs, a symlink to cassfs), mount(8) and
 	// /etc/fstab call it with "DATASET MOUNTPOINT -o options".
 	if base := filepath.Base(os.Args[0]); base == "mount.fuse.cassfs" || base == "mount.cassfs" {
-		args, err := helperArgs(os.Args[1:])
+		args, err := mount.HelperArgs(os.Args[1:])
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "%s: %v\n", base, err)
 			os.Exit(2)

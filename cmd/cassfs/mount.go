@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/splits"
@@ -109,6 +110,12 @@ not errors. A read whose fetch fails or exceeds --timeout gets EIO (the cause is
 once; a failure is remembered for a second, so the kernel's immediate retry fails at
 once); readers never hang on a dead database or a silent link.
 
+Several datasets: --dataset a,b serves each at MOUNTPOINT/<dataset>/ (made if missing,
+removed at unmount), each the tree a mount of it alone shows, from one process: one
+database session, one memory limit, --cache-size and --cache-dir-size split evenly, one
+--cache-dir; cassfs stats takes MOUNTPOINT/<dataset>, --metrics-addr serves
+/metrics/<dataset>.
+
 A mountpoint left behind by a crashed cassfs ("transport endpoint is not connected") is
 recovered; a mountpoint in use is refused.`,
 		Example: `  cassfs mount --dataset tiles /mnt/tiles &
@@ -178,40 +185,43 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		if logFile == "" {
 			logFile = defaultLogFile(dir)
 		}
-		return daemonize(dir, logFile)
+		wait := dir // the mount that tells it serves: the last dataset's
+		if names, _ := f.db.datasets(); len(names) > 1 {
+			wait = filepath.Join(dir, names[len(names)-1])
+		}
+		return daemonize(wait, logFile)
 	}
-	st, err := f.db.openStore(ctx, storeOpts{log: log})
+	stores, closeStores, err := f.db.openStores(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer closeStores()
 	if exe, err := os.Executable(); err == nil {
 		f.o.LookaheadHelper = []string{exe, "lookahead-helper"}
 	}
 	restore := mount.TightGC()
-	m, err := mount.Open(ctx, st, f.o, log)
+	ms, err := mount.OpenSeveral(ctx, stores, f.o, log)
 	restore()
 	if err != nil {
 		return err
 	}
-	defer m.Close()
-	mount.SetMemoryLimit(m)
+	defer ms.Close()
+	mount.SetMemoryLimit(ms.Mounts...)
 	if f.metricsAddr != "" {
-		if err := m.ServeMetrics(ctx, f.metricsAddr); err != nil {
+		if err := ms.ServeMetrics(ctx, f.metricsAddr); err != nil {
 			return err
 		}
 	}
-	srv, err := m.Serve(ctx, dir)
-	if err != nil {
+	if err := ms.Serve(ctx, dir); err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done():
 		log.Info("unmounting", "at", dir)
-	case <-srv.Done():
+	case <-ms.Done():
 		log.Info("unmounted from outside", "at", dir)
 	}
-	return srv.Unmount()
+	return ms.Unmount()
 }
 
 // logger is the mount's logger: to --log-file if given (the daemon's child inherits the
@@ -255,7 +265,7 @@ func (f *mountFlags) check() error {
 	if err := f.o.Check(); err != nil {
 		return usageError{err}
 	}
-	if _, err := f.db.config(); err != nil {
+	if _, err := f.db.datasets(); err != nil {
 		return err
 	}
 	return nil

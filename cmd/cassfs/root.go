@@ -175,6 +175,57 @@ func (f *dbFlags) clusterConfig() (cassandra.Config, error) {
 	}, nil
 }
 
+// datasets checks --dataset as cassfs mount takes it: one dataset, or several,
+// comma-separated.
+func (f *dbFlags) datasets() ([]string, error) {
+	names := strings.Split(f.dataset, ",")
+	for _, n := range names {
+		g := *f
+		g.dataset = n
+		if _, err := g.config(); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// openStores opens the datasets of --dataset (datasets): one with a session of its own,
+// several through one session (cassandra.Cluster). closeAll closes them.
+func (f *dbFlags) openStores(ctx context.Context, log *slog.Logger) (stores []store.Store, closeAll func(), err error) {
+	names, err := f.datasets()
+	if err != nil || len(names) == 1 {
+		st, err := f.openStore(ctx, storeOpts{log: log})
+		return []store.Store{st}, func() { st.Close() }, err
+	}
+	cfg, err := f.clusterConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Logger = log
+	cl, err := cassandra.Connect(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeAll = func() {
+		for _, st := range stores {
+			st.Close()
+		}
+		cl.Close()
+	}
+	for _, n := range names {
+		st, err := cl.Open(ctx, n)
+		if errors.Is(err, store.ErrNotFound) {
+			err = fmt.Errorf("%w; check --dataset, or ingest it first", err)
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		stores = append(stores, st)
+	}
+	return stores, closeAll, nil
+}
+
 // storeOpts are what a command needs of its store beyond the database flags.
 type storeOpts struct {
 	create      bool         // make a missing dataset (ingest)

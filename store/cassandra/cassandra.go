@@ -158,17 +158,26 @@ type Store struct {
 	getStmt     string         // the blob read, with the keyspace in it
 	replicas    sync.WaitGroup // the background fetch of the replica map
 	lastScan    ScanStats      // guarded by mu
+	owns        bool           // the session is this store's own (Open), closed with it
 }
 
 var _ store.Store = (*Store)(nil)
 
-// Open connects to the dataset cfg.Dataset. A missing dataset wraps store.ErrNotFound
-// unless cfg.Create is set, in which case the keyspace and tables are created.
-func Open(ctx context.Context, cfg Config) (*Store, error) {
+// Cluster is one session with a cluster that the stores of several datasets share (a
+// mount of several datasets): one set of connections, one bound on requests in flight
+// (Config.MaxInFlight). Sessions name no keyspace (every statement names its dataset's),
+// so any dataset of the cluster can be read through one.
+type Cluster struct {
+	cfg     Config
+	session *gocql.Session
+	policy  gocql.HostSelectionPolicy
+	sem     chan struct{}
+}
+
+// Connect opens a session with the cluster cfg names; cfg.Dataset and cfg.Create are not
+// used (see Cluster.Open).
+func Connect(cfg Config) (*Cluster, error) {
 	cfg.defaults()
-	if err := ValidDatasetName(cfg.Dataset); err != nil {
-		return nil, err
-	}
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("no Cassandra hosts given")
 	}
@@ -176,7 +185,51 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Store{cfg: cfg, session: s, sem: make(chan struct{}, cfg.MaxInFlight)}
+	return &Cluster{cfg: cfg, session: s, policy: policy, sem: make(chan struct{}, cfg.MaxInFlight)}, nil
+}
+
+// Open opens dataset through the cluster's session; a missing dataset wraps
+// store.ErrNotFound. Closing the store leaves the session open.
+func (cl *Cluster) Open(ctx context.Context, dataset string) (*Store, error) {
+	cfg := cl.cfg
+	cfg.Dataset, cfg.Create = dataset, false
+	if err := ValidDatasetName(dataset); err != nil {
+		return nil, err
+	}
+	return cl.open(ctx, cfg)
+}
+
+// Close ends the session. Close the stores opened through it first.
+func (cl *Cluster) Close() error {
+	cl.session.Close()
+	return nil
+}
+
+// Open connects to the dataset cfg.Dataset with a session of its own. A missing dataset
+// wraps store.ErrNotFound unless cfg.Create is set, in which case the keyspace and tables
+// are created.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg.defaults()
+	if err := ValidDatasetName(cfg.Dataset); err != nil {
+		return nil, err
+	}
+	cl, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cl.open(ctx, cfg)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
+	c.owns = true
+	return c, nil
+}
+
+// open opens cfg.Dataset through cl's session.
+func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
+	s, policy := cl.session, cl.policy
+	c := &Store{cfg: cfg, session: s, sem: cl.sem}
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
 	var ksErr, colErr, nodeErr error
@@ -190,7 +243,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	wg.Wait()
 	if err := errors.Join(ksErr, colErr, nodeErr); err != nil {
-		s.Close()
 		if ksErr != nil {
 			return nil, ksErr // the dataset is missing: that explains the rest
 		}
@@ -198,17 +250,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Create {
 		if err := c.createTables(ctx); err != nil {
-			s.Close()
 			return nil, err
 		}
 		if made {
 			if err := c.setCreated(ctx, time.Now()); err != nil {
-				s.Close()
 				return nil, err
 			}
 		}
 		if _, err := c.Columns(ctx); err != nil {
-			s.Close()
 			return nil, err
 		}
 	}
@@ -253,9 +302,12 @@ func (c *Store) countNodes(ctx context.Context) (int, error) {
 // where the first is waiting.
 func (c *Store) Nodes() int { return c.nodes }
 
-// Close implements store.Store.
+// Close implements store.Store. The session is closed if the store has its own (Open), not
+// if it shares a Cluster's.
 func (c *Store) Close() error {
-	c.session.Close()
-	c.replicas.Wait() // ends at once: queries of a closed session fail
+	if c.owns {
+		c.session.Close()
+	}
+	c.replicas.Wait() // ends at once if the session is closed: its queries fail
 	return nil
 }
