@@ -165,8 +165,14 @@ func TestTargetsInLockstep(t *testing.T) {
 		})
 	}
 	mnt := f.mount(t, mountOpts{shard: splits.Shard{Rank: 1, Count: 2}})
-	if got := readPairs(t, f, filepath.Join(mnt, "all", "epoch-0"), false); len(got) != n/2 {
+	got := readPairs(t, f, filepath.Join(mnt, "all", "epoch-0"), false)
+	if len(got) != n/2 {
 		t.Errorf("rank 1 of 2 shows %d pairs, want %d", len(got), n/2)
+	}
+	// The same rank's shard directory of a mount of every rank: the same pairs.
+	all := f.mount(t, mountOpts{})
+	if dir := readPairs(t, f, filepath.Join(all, "all", "shard-1-of-2", "epoch-0"), true); !slices.Equal(dir, got) {
+		t.Errorf("shard-1-of-2/epoch-0 shows %d pairs, not the %d of a --shard 1/2 mount", len(dir), len(got))
 	}
 	for _, bad := range []string{"epoch-0.target", "epoch-0.targets.targets", "epoch-x.targets"} {
 		if _, err := os.Stat(filepath.Join(mnt, "all", bad)); !errors.Is(err, syscall.ENOENT) {
