@@ -136,7 +136,7 @@ recovered; a mountpoint in use is refused.`,
 	fl := c.Flags()
 	fl.Uint64Var(&f.o.Seed, "seed", d.Seed, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.o.EpochsListed, "epochs-listed", d.EpochsListed, "epoch directories a split lists (any epoch-N resolves)")
-	fl.IntVar(&f.o.EpochViews, "epoch-views", d.EpochViews, "epoch orders kept in memory (8 bytes per sample each)")
+	fl.IntVar(&f.o.EpochViews, "epoch-views", d.EpochViews, "epoch orders kept in memory, counted in orders of the whole dataset (8 bytes per sample each; the W shard directories of an epoch weigh one)")
 	fl.StringVar(&f.cacheSize, "cache-size", humanize.IBytes(d.CacheBytes), fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with metadata columns: ~4 bytes per column and each distinct value once)", mount.RSSPerSample, mount.RSSOverhead>>20))
 	fl.StringVar(&f.o.CacheDir, "cache-dir", d.CacheDir, "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
 	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full, files no known epoch order reads make room for ones read again")
