@@ -38,13 +38,18 @@ var imports = map[string][]string{
 	// The checks run by make check, not part of cassfs.
 	"internal/blankerr":              {},
 	"internal/blankerr/cmd/blankerr": {"internal/blankerr"},
+	// The Kubernetes manifests and their test.
+	"contrib/kubernetes": {},
 }
 
 // external pins the libraries only one layer may use: go-fuse only in fs (and the
-// command), gocql only in the Cassandra backend.
+// command), gocql only in the Cassandra backend, Kubernetes' API types only where the
+// manifests are checked (the node plugin speaks CSI to kubelet, not to the API server).
 var external = map[string][]string{
 	"github.com/hanwen/go-fuse/v2": {"fs", "cmd/cassfs"},
 	"github.com/gocql/gocql":       {"store/cassandra"},
+	"k8s.io/api":                   {"contrib/kubernetes"},
+	"sigs.k8s.io/yaml":             {"contrib/kubernetes"},
 }
 
 // fakes are what any package's tests may use besides what sits below it: the shared test
