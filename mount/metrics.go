@@ -185,13 +185,13 @@ func (m *metrics) serve(ctx context.Context, addr string, log *slog.Logger) erro
 	return nil
 }
 
-func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger) {
-	serveMetrics(ctx, ln, log, m.pprof, map[string]*prometheus.Registry{"/metrics": m.reg})
+func (m *metrics) serveOn(ctx context.Context, ln net.Listener, log *slog.Logger) (stop func()) {
+	return serveMetrics(ctx, ln, log, m.pprof, map[string]*prometheus.Registry{"/metrics": m.reg})
 }
 
-// serveMetrics answers each registry at its path on ln until ctx ends, and Go's profiler
-// with pprof.
-func serveMetrics(ctx context.Context, ln net.Listener, log *slog.Logger, pprofOn bool, regs map[string]*prometheus.Registry) {
+// serveMetrics answers each registry at its path on ln until ctx ends or stop is called,
+// and Go's profiler with pprof.
+func serveMetrics(ctx context.Context, ln net.Listener, log *slog.Logger, pprofOn bool, regs map[string]*prometheus.Registry) (stop func()) {
 	mux := http.NewServeMux()
 	for path, reg := range regs {
 		mux.Handle(path, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -204,16 +204,16 @@ func serveMetrics(ctx context.Context, ln net.Listener, log *slog.Logger, pprofO
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		srv.Close()
-	}()
+	// The server ends with ctx or at stop, whichever comes first: a mount unmounted in a
+	// long-lived process (cassfs serve) leaves no server holding its registry and cache.
+	unhook := context.AfterFunc(ctx, func() { srv.Close() })
 	go func() {
 		// Closing the listener (the control socket, at unmount) is a normal end too.
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
+	return func() { unhook(); srv.Close() }
 }
 
 // ControlSocket is where the mount at mountpoint answers cassfs stats: a Unix socket named
@@ -243,8 +243,8 @@ func (m *metrics) serveControl(ctx context.Context, mountpoint string, log *slog
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	m.serveOn(ctx, ln, log)
-	return func() { ln.Close(); os.Remove(path) }, nil
+	stop := m.serveOn(ctx, ln, log)
+	return func() { stop(); os.Remove(path) }, nil
 }
 
 var (

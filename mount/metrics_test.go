@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,26 @@ func TestStatsRefusesMissingFigures(t *testing.T) {
 	status = http.StatusInternalServerError
 	if err := PrintStats(context.Background(), &out, dir, time.Millisecond); err == nil || !strings.Contains(err.Error(), "500") {
 		t.Errorf("stats answered 500: %v", err)
+	}
+}
+
+// TestControlSocketEndsAtClose: closing a control socket ends its server while the
+// process goes on (cassfs serve serves and unmounts volumes for as long as it runs).
+func TestControlSocketEndsAtClose(t *testing.T) {
+	m := newMetrics()
+	before := runtime.NumGoroutine()
+	for range 10 {
+		stop, err := m.serveControl(context.Background(), t.TempDir(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after 10 control sockets were opened and closed, %d before", n, before)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,7 @@ type Several struct {
 	servers []*Server
 	made    []string // directories made for the datasets, removed at unmount
 	done    chan struct{}
+	once    sync.Once // closes done
 }
 
 // OpenSeveral opens a Mount of each store's dataset with o, its cache bounds split evenly.
@@ -116,19 +118,13 @@ func (s *Several) Serve(ctx context.Context, dir string) error {
 	return nil
 }
 
-func (s *Several) closeDone() {
-	select {
-	case <-s.done:
-	default:
-		close(s.done)
-	}
-}
+func (s *Several) closeDone() { s.once.Do(func() { close(s.done) }) }
 
 // Done is closed once a dataset's mount is gone (unmounted from outside, or Unmount).
 func (s *Several) Done() <-chan struct{} { return s.done }
 
 // Unmount unmounts every dataset served (see Server.Unmount) and removes the directories
-// Serve made; the first error is returned, after every one was tried.
+// Serve made, trying every one; the errors are returned joined.
 func (s *Several) Unmount() error {
 	var errs []error
 	for _, srv := range s.servers {

@@ -70,12 +70,12 @@ type Cache struct {
 	inflight   map[uint32]*call               // guarded by mu
 	failed     map[uint32]failure             // guarded by mu; recent failures
 	failFor    time.Duration
-	prefetches int                                          // guarded by mu; fetches in flight started by Prefetch
-	reserved   int64                                        // guarded by mu; expected bytes of prefetches in flight
-	onArrive   func(owner any, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch ends
-	present    bitset.Set                                   // sample i is cached; written under mu, read without it (nil: no Samples)
-	pushed     map[uint32]struct{}                          // guarded by mu; fresh blobs handed to push, not looked up since
-	ahead      map[uint32]struct{}                          // guarded by mu; pushed by PushHeld before Prefetch wanted them
+	prefetches int                                                    // guarded by mu; fetches in flight started by Prefetch
+	reserved   int64                                                  // guarded by mu; expected bytes of prefetches in flight
+	onArrive   func(owner any, i uint32, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch of sample i ends
+	present    bitset.Set                                             // sample i is cached; written under mu, read without it (nil: no Samples)
+	pushed     map[uint32]struct{}                                    // guarded by mu; fresh blobs handed to push, not looked up since
+	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them
 
 	stats cacheCounters
 }
@@ -307,7 +307,7 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 		c.mu.Unlock()
 	}
 	if prefetch && onArrive != nil {
-		onArrive(cl.owner, took, err == nil)
+		onArrive(cl.owner, i, took, err == nil)
 	}
 }
 
@@ -400,6 +400,19 @@ func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
 	c.used.add(i, data)
 	delete(c.pushed, i)
 	return data, true
+}
+
+// release makes the fresh blobs of samples used, as if read: a stream that prefetched them
+// is gone, and no reader of its is coming for them (Prefetcher.retire).
+func (c *Cache) release(samples []uint32) {
+	if len(samples) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, i := range samples {
+		c.consumeLocked(i)
+	}
 }
 
 // PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push), unless it

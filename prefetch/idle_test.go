@@ -34,9 +34,20 @@ func TestIdleStreamsAreDropped(t *testing.T) {
 	if most > 4 {
 		t.Errorf("up to %d streams held at once, visiting one every 25 s with streams dropped after a minute idle: want at most 4", most)
 	}
+	// An access sweeps too (no Stats, no scrape), and what the dropped streams prefetched
+	// and nobody read is released: nothing unread is left of them.
+	advance(time.Minute)
+	p.Access(&testStream{"val", rotated(1000).order}, 0)
+	if all := p.all.Load(); all == nil || len(*all) != 1 {
+		t.Errorf("after an access, the future consults %d streams, want the one just accessed", len(*all))
+	}
 	advance(time.Minute)
 	if n := len(p.Stats()); n != 0 {
 		t.Errorf("%d streams held after every one was idle for a minute", n)
+	}
+	settle(t, c)
+	if fresh := c.Stats().FreshBytes; fresh != 0 {
+		t.Errorf("%d bytes prefetched by dropped streams are still waiting for readers that are gone", fresh)
 	}
 	if all := p.all.Load(); all != nil && len(*all) != 0 {
 		t.Errorf("the future still consults %d dropped streams", len(*all))

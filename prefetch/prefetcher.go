@@ -81,7 +81,7 @@ type Prefetcher struct {
 	mu      sync.Mutex
 	streams map[string]*stream        // guarded by mu; by name
 	all     atomic.Pointer[[]*stream] // every stream, for Next without mu (copied on change)
-	swept   time.Time                 // guarded by mu; when idle streams were last dropped
+	swept   atomic.Int64              // when idle streams were last looked for (Unix nanoseconds)
 }
 
 type stream struct {
@@ -161,10 +161,10 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 // second unless changed (a stream was added), and publishes the set when it changes. It
 // returns the streams dropped, for retire once p.mu is released. p.mu is held.
 func (p *Prefetcher) sweepLocked(now time.Time, changed bool) (dropped []*stream) {
-	if !changed && now.Sub(p.swept) < time.Second {
+	if !changed && now.UnixNano()-p.swept.Load() < int64(time.Second) {
 		return nil
 	}
-	p.swept = now
+	p.swept.Store(now.UnixNano())
 	for name, s := range p.streams {
 		if now.Sub(time.Unix(0, s.last.Load())) >= p.opts.IdleAfter {
 			delete(p.streams, name)
@@ -182,7 +182,9 @@ func (p *Prefetcher) sweepLocked(now time.Time, changed bool) (dropped []*stream
 }
 
 // retire stops streams dropped from the set: prefetches of theirs still in flight arrive
-// into the cache as any, and issue nothing more.
+// into the cache as any, and issue nothing more; what they prefetched and nobody read yet
+// is released (no reader of theirs is coming for it), so it neither holds room back from
+// the streams read now nor outlives them unread.
 func (p *Prefetcher) retire(dropped []*stream) {
 	for _, s := range dropped {
 		s.mu.Lock()
@@ -191,8 +193,31 @@ func (p *Prefetcher) retire(dropped []*stream) {
 			s.blocked = false
 			p.blocked.Add(-1)
 		}
+		// Everything it issued (the epoch up to where it got, and what of the next): what
+		// was read is used already, and release leaves it as it is.
+		var ahead []uint32
+		if s.nextEpoch == 0 {
+			ahead = append(ahead, s.cur[:min(s.nextPos, len(s.cur))]...)
+		} else {
+			ahead = append(ahead, s.cur...)
+			if s.next != nil {
+				ahead = append(ahead, s.next[:min(s.nextPos, len(s.next))]...)
+			}
+		}
 		s.mu.Unlock()
+		p.cache.release(ahead)
 	}
+}
+
+// sweep drops idle streams, at most once a second (asked at every access).
+func (p *Prefetcher) sweep(now time.Time) {
+	if now.UnixNano()-p.swept.Load() < int64(time.Second) {
+		return
+	}
+	p.mu.Lock()
+	dropped := p.sweepLocked(now, false)
+	p.mu.Unlock()
+	p.retire(dropped)
 }
 
 // Access reports that a reader looked up a sample of epoch of src, and issues what the
@@ -207,7 +232,9 @@ func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
 		return
 	}
 	s := p.stream(src, epoch)
-	s.last.Store(p.opts.Now().UnixNano())
+	now := p.opts.Now()
+	s.last.Store(now.UnixNano())
+	p.sweep(now)
 	var order, inv []uint32 // epoch's order (and its inverse), when the stream moves on to it
 	s.mu.Lock()
 	for epoch > s.epoch {
@@ -248,7 +275,7 @@ func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
 	s.head = min(s.accessed, len(s.cur)) - 1
 	s.headPos.Store(int64(s.head))
 	s.consumed += int64(n)
-	now := p.opts.Now()
+	now = p.opts.Now()
 	lat, probe := p.latency.control(now, p.cache.prefetchesInFlight)
 	s.rate.addN(now, lat, n)
 	p.sizeLocked(s, now, lat, probe)
@@ -357,7 +384,7 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 // arrived is the cache's callback when a prefetch ends, after took (ok: with its blob): the
 // latency is measured, the stream that issued it may issue more, and so may the streams the
 // cache turned away before.
-func (p *Prefetcher) arrived(owner any, took time.Duration, ok bool) {
+func (p *Prefetcher) arrived(owner any, i uint32, took time.Duration, ok bool) {
 	if p.closed.Load() {
 		return
 	}
@@ -373,12 +400,17 @@ func (p *Prefetcher) arrived(owner any, took time.Duration, ok bool) {
 	}
 	if s, ok := owner.(*stream); ok {
 		s.mu.Lock()
-		// Sized again here too: a probe begins and ends between accesses, and readers
-		// waiting on a sample make none.
-		p.sizeLocked(s, now, lat, probe)
-		needNext := p.pumpLocked(s)
-		s.mu.Unlock()
-		p.pump(s, needNext)
+		if s.dropped { // retired while this was in flight: nobody of its is coming for it
+			s.mu.Unlock()
+			p.cache.release([]uint32{i})
+		} else {
+			// Sized again here too: a probe begins and ends between accesses, and readers
+			// waiting on a sample make none.
+			p.sizeLocked(s, now, lat, probe)
+			needNext := p.pumpLocked(s)
+			s.mu.Unlock()
+			p.pump(s, needNext)
+		}
 	}
 	if p.blocked.Load() == 0 {
 		return

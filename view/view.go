@@ -161,7 +161,7 @@ type Set struct {
 
 	mu      sync.Mutex
 	views   *simplelru.LRU[Key, *slot]         // guarded by mu
-	weight  int                                // guarded by mu: positions of the views held
+	weight  int                                // guarded by mu: positions of the views held (views' eviction callback)
 	limit   int                                // EpochViews × the dataset's samples
 	streams *simplelru.LRU[streamKey, *Stream] // guarded by mu: the streams of recent keys (maxStreams)
 	tables  map[string]*Table                  // guarded by mu: samples.csv by split, made on first use
@@ -191,19 +191,19 @@ func New(cfg Config) *Set {
 	if cfg.EpochViews <= 0 {
 		cfg.EpochViews = 4
 	}
-	// The count bound is loose: the weight (positions) is what evicts (Set.Epoch).
-	views, _ := simplelru.NewLRU[Key, *slot](1<<16, nil)
 	streams, _ := simplelru.NewLRU[streamKey, *Stream](maxStreams, nil)
 	s := &Set{
 		cfg:        cfg,
 		ix:         cfg.Index,
 		byName:     map[string]*splits.Split{},
 		classNames: ClassNames(cfg.Index.Labels()),
-		views:      views,
 		limit:      cfg.EpochViews * max(cfg.Index.Len(), 1),
 		streams:    streams,
 		binding:    strictBinding{},
 	}
+	// The count bound is loose: the weight (positions) is what evicts (Set.Epoch), and
+	// every view leaving, for either reason, takes its weight with it.
+	s.views, _ = simplelru.NewLRU[Key, *slot](1<<16, func(_ Key, old *slot) { s.weight -= old.weight })
 	if cfg.Mode == Arrival {
 		s.binding = &arrivalBinding{arrived: cfg.Arrived}
 	}
@@ -272,13 +272,13 @@ func (s *Set) Epoch(k Key) *Epoch {
 	s.mu.Lock()
 	sl, ok := s.views.Get(k)
 	if !ok {
-		sl = &slot{weight: max(k.Shard.Len(len(s.byName[k.Split].Members))-int(k.Start), 1)}
-		s.views.Add(k, sl)
+		// A resumed view holds the whole shard's order (its Order is a slice of it).
+		sl = &slot{weight: max(k.Shard.Len(len(s.byName[k.Split].Members)), 1)}
 		s.weight += sl.weight
+		s.views.Add(k, sl)
 		// Evict by weight, oldest first, keeping the view just added.
 		for s.weight > s.limit && s.views.Len() > 1 {
-			_, old, _ := s.views.RemoveOldest()
-			s.weight -= old.weight
+			s.views.RemoveOldest()
 		}
 	}
 	s.mu.Unlock()

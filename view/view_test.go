@@ -426,3 +426,30 @@ func TestShardViewsOfANodeStayBound(t *testing.T) {
 		t.Errorf("%d distinct samples bound over the 8 ranks' 400 names, want 400", len(seen))
 	}
 }
+
+// TestViewWeightFollowsEvictions: many small views (a one-sample split) evicted for their
+// count or their weight leave the weight of the views held, so whole views still fit.
+func TestViewWeightFollowsEvictions(t *testing.T) {
+	ix := testIndex(t, 1000, []string{"a", "b"})
+	tiny := &splits.Split{Name: "tiny", Members: []uint32{7}}
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix), tiny}, EpochViews: 2})
+	for e := range uint64(70_000) {
+		set.Epoch(Key{Split: "tiny", Epoch: e})
+	}
+	a := set.Epoch(Key{Split: "all", Epoch: 1})
+	set.Epoch(Key{Split: "all", Epoch: 2})
+	if set.Epoch(Key{Split: "all", Epoch: 1}) != a {
+		t.Error("two whole views do not fit in --epoch-views 2 after many small views came and went")
+	}
+	set.mu.Lock()
+	held := 0
+	for _, k := range set.views.Keys() {
+		sl, _ := set.views.Peek(k)
+		held += sl.weight
+	}
+	w := set.weight
+	set.mu.Unlock()
+	if w != held {
+		t.Errorf("weight %d, the views held weigh %d", w, held)
+	}
+}
