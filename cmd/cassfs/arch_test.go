@@ -17,6 +17,8 @@ const module = "github.com/cassfs/cassfs/"
 // in the README.
 var imports = map[string][]string{
 	"cmd/cassfs":       {"mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "readbench", "store/cassandra", "index", "store"},
+	"csi":              {"mount", "handover"},
+	"handover":         {},
 	"mount":            {"fs", "view", "disktier", "prefetch", "splits", "store/cassandra", "store/hedge", "index", "store"},
 	"fs":               {"view", "splits", "index", "internal/bitset"},
 	"view":             {"prefetch", "splits", "index", "internal/bitset"},
