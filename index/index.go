@@ -204,6 +204,15 @@ func (ix *Index) Checksum(i uint32) [sha256.Size]byte { return ix.checksum[i] }
 // Size is sample i's blob size in bytes.
 func (ix *Index) Size(i uint32) int64 { return int64(ix.size[i]) }
 
+// TotalSize is the samples' sizes, summed.
+func (ix *Index) TotalSize() int64 {
+	var n int64
+	for _, s := range ix.size {
+		n += int64(s)
+	}
+	return n
+}
+
 // Name is sample i's file name (without its class directory).
 func (ix *Index) Name(i uint32) string {
 	return string(ix.names[ix.nameOff[i]:ix.nameOff[i+1]])

@@ -138,3 +138,15 @@ func TestLoadIndexRefusesALabelWithoutAClass(t *testing.T) {
 		t.Errorf("Load of a dataset with a sample of label 2 and 2 classes: %v, want an error naming it", err)
 	}
 }
+
+// TestTotalSize: the samples' sizes, summed.
+func TestTotalSize(t *testing.T) {
+	ix := testkit.Index(t, 10, 2)
+	var want int64
+	for i := range uint32(ix.Len()) {
+		want += ix.Size(i)
+	}
+	if got := ix.TotalSize(); got != want || want == 0 {
+		t.Errorf("TotalSize() = %d, want %d", got, want)
+	}
+}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -129,7 +127,7 @@ func datasetRow(ctx context.Context, name string, open func(context.Context, str
 	if sp == "" {
 		sp = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(indexBytes(ix))), len(ix.Labels()), sp, createdText(created)), nil
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(ix.TotalSize())), len(ix.Labels()), sp, createdText(created)), nil
 }
 
 // createdText shows when a dataset was made; "-" if that was not recorded (made by an
@@ -139,14 +137,6 @@ func createdText(t time.Time) string {
 		return "-"
 	}
 	return t.Local().Format("2006-01-02 15:04:05 MST")
-}
-
-func indexBytes(ix *index.Index) int64 {
-	var n int64
-	for i := range uint32(ix.Len()) {
-		n += ix.Size(i)
-	}
-	return n
 }
 
 func newDatasetShowCmd() *cobra.Command {
@@ -167,58 +157,30 @@ samples fill each, and its stored splits. NAME may also be given as --dataset NA
 }
 
 func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
-	labels, err := st.Labels(ctx)
+	sum, err := store.Summarize(ctx, st)
 	if err != nil {
 		return err
 	}
-	cols, err := st.Columns(ctx)
-	if err != nil {
-		return err
-	}
-	perClass := make([]int, len(labels))
-	filled := map[string]int{}
-	var samples, bytes, targets, targetBytes int64
-	exts := map[string]bool{}
-	err = st.Scan(ctx, func(s store.Sample) error {
-		samples++
-		bytes += s.Size
-		if s.Target != nil {
-			targets++
-			targetBytes += s.Target.Size
-			exts[s.Target.Ext] = true
-		}
-		if s.Label >= 0 && s.Label < len(perClass) {
-			perClass[s.Label]++
-		}
-		for k, v := range s.Meta {
-			if v != "" {
-				filled[k]++
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
+	samples := sum.Samples
 	created, err := st.Created(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(bytes)), createdText(created))
-	if targets > 0 {
-		fmt.Fprintf(out, "targets: %s of %s samples, %s (%s)\n", humanize.Comma(targets), humanize.Comma(samples), humanize.IBytes(uint64(targetBytes)), strings.Join(slices.Sorted(maps.Keys(exts)), " "))
+	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(sum.Bytes)), createdText(created))
+	if sum.Targets > 0 {
+		fmt.Fprintf(out, "targets: %s of %s samples, %s (%s)\n", humanize.Comma(sum.Targets), humanize.Comma(samples), humanize.IBytes(uint64(sum.TargetBytes)), strings.Join(sum.TargetExts, " "))
 	} else {
 		fmt.Fprintln(out, "targets: none (cassfs ingest --targets adds them)")
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
-	for l, n := range labels {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", n, l, humanize.Comma(int64(perClass[l])))
+	for l, n := range sum.Labels {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", n, l, humanize.Comma(sum.PerClass[l]))
 	}
-	if len(cols) > 0 {
+	if len(sum.Columns) > 0 {
 		fmt.Fprintln(tw, "\nMETADATA COLUMN\tFILLED\t")
-		for _, c := range cols {
-			fmt.Fprintf(tw, "%s\t%s of %s\t\n", c, humanize.Comma(int64(filled[c])), humanize.Comma(samples))
+		for _, c := range sum.Columns {
+			fmt.Fprintf(tw, "%s\t%s of %s\t\n", c, humanize.Comma(sum.Filled[c]), humanize.Comma(samples))
 		}
 	} else {
 		fmt.Fprintln(tw, "\n(no metadata columns)\t\t")

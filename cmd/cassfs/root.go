@@ -50,7 +50,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd(), newCSICmd())
 	return root
 }
 
