@@ -103,31 +103,15 @@ func datasetRow(ctx context.Context, name string, open func(context.Context, str
 		return "", err
 	}
 	defer st.Close()
-	created, err := st.Created(ctx)
+	c, err := index.Describe(ctx, st)
 	if err != nil {
 		return "", err
 	}
-	ix, err := index.Load(ctx, st)
-	if errors.Is(err, index.ErrEmpty) {
-		// Read completely and found empty: a dataset made but never filled.
-		return fmt.Sprintf("%s\t0\t0 B\t0\t-\t%s", st.Dataset(), createdText(created)), nil
-	}
-	if err != nil {
-		return "", err
-	}
-	infos, err := st.Splits(ctx)
-	if err != nil {
-		return "", err
-	}
-	names := make([]string, len(infos))
-	for k, in := range infos {
-		names[k] = in.Name
-	}
-	sp := strings.Join(names, ",")
+	sp := strings.Join(c.Splits, ",")
 	if sp == "" {
 		sp = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(ix.TotalSize())), len(ix.Labels()), sp, createdText(created)), nil
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(c.Samples)), humanize.IBytes(uint64(c.Bytes)), c.Classes, sp, createdText(c.Created)), nil
 }
 
 // createdText shows when a dataset was made; "-" if that was not recorded (made by an

@@ -50,7 +50,7 @@ with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in wit
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd(), newCSICmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd(), newCSICmd(), newServeCmd())
 	return root
 }
 
@@ -202,28 +202,17 @@ func (f *dbFlags) openStores(ctx context.Context, log *slog.Logger) (stores []st
 		return nil, nil, err
 	}
 	cfg.Logger = log
-	cl, err := cassandra.Connect(cfg)
+	opened, cl, err := cassandra.OpenEach(ctx, cfg, names)
+	if errors.Is(err, store.ErrNotFound) {
+		err = fmt.Errorf("%w; check --dataset, or ingest it first", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	closeAll = func() {
-		for _, st := range stores {
-			st.Close()
-		}
-		cl.Close()
-	}
-	for _, n := range names {
-		st, err := cl.Open(ctx, n)
-		if errors.Is(err, store.ErrNotFound) {
-			err = fmt.Errorf("%w; check --dataset, or ingest it first", err)
-		}
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
+	for _, st := range opened {
 		stores = append(stores, st)
 	}
-	return stores, closeAll, nil
+	return stores, func() { cassandra.CloseEach(opened, cl) }, nil
 }
 
 // storeOpts are what a command needs of its store beyond the database flags.

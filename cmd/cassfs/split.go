@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
+	"github.com/google/renameio/v2"
 	"github.com/spf13/cobra"
 )
 
@@ -367,19 +367,15 @@ func writeFileOrStdout(path string, write func(io.Writer) error) error {
 	if path == "-" {
 		return write(os.Stdout)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	f, err := renameio.NewPendingFile(path)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
+	defer f.Cleanup()
+	if err := write(f); err != nil {
 		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return f.CloseAtomicallyReplace()
 }
 
 func newSplitImportCmd() *cobra.Command {

@@ -199,6 +199,33 @@ func (cl *Cluster) Open(ctx context.Context, dataset string) (*Store, error) {
 	return cl.open(ctx, cfg)
 }
 
+// OpenEach opens every dataset of names through one new session (Connect, Cluster.Open):
+// all of them, or none and an error naming the dataset that failed.
+func OpenEach(ctx context.Context, cfg Config, names []string) ([]*Store, *Cluster, error) {
+	cl, err := Connect(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var stores []*Store
+	for _, n := range names {
+		st, err := cl.Open(ctx, n)
+		if err != nil {
+			CloseEach(stores, cl)
+			return nil, nil, err
+		}
+		stores = append(stores, st)
+	}
+	return stores, cl, nil
+}
+
+// CloseEach closes stores, then the session they share.
+func CloseEach(stores []*Store, cl *Cluster) {
+	for _, st := range stores {
+		st.Close()
+	}
+	cl.Close()
+}
+
 // Close ends the session. Close the stores opened through it first.
 func (cl *Cluster) Close() error {
 	cl.session.Close()

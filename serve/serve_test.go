@@ -1,0 +1,93 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/handover"
+	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/mount"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/store/storetest"
+	"golang.org/x/sys/unix"
+)
+
+// TestServeHandedOverVolumes: the daemon serves a volume whose /dev/fuse connection was
+// mounted elsewhere and handed over, with the volume's attributes and secrets; refuses a
+// volume with a bad attribute, naming it; ends a volume when its connection is unmounted;
+// and stops when its context ends.
+func TestServeHandedOverVolumes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting /dev/fuse needs root")
+	}
+	st := memstore.New("tiles", memstore.Options{})
+	testkit.Check(t, st.SetLabels(context.Background(), []string{"class0", "class1"}))
+	for i := range 20 {
+		s, data := storetest.MakeSample("tiles", i, i%2, 500+i)
+		testkit.Check(t, st.Put(context.Background(), s, data, nil))
+	}
+	secrets := make(chan map[string]string, 4)
+	sock := filepath.Join(t.TempDir(), "serve.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	d := make(chan *daemon, 1)
+	go func() {
+		done <- run(ctx, Config{Socket: sock, Log: slog.New(slog.DiscardHandler), Open: func(ctx context.Context, v mount.Volume, s map[string]string) (store.Store, error) {
+			secrets <- s
+			if v.Dataset != "tiles" {
+				return nil, store.ErrNotFound
+			}
+			return st, nil
+		}}, func(x *daemon) { d <- x })
+	}()
+	daemon := <-d
+	for _, err := os.Stat(sock); err != nil; _, err = os.Stat(sock) {
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	dir := t.TempDir()
+	fd := testkit.MountFUSE(t, dir)
+	err := handover.Send(ctx, sock, fd, handover.Volume{ID: "v1", Mountpoint: dir,
+		Attributes: map[string]string{"dataset": "tiles", "order": "strict"}, Secrets: handover.Secrets{"username": "trainer", "password": "pw"}})
+	unix.Close(fd)
+	testkit.Check(t, err)
+	if s := <-secrets; s["username"] != "trainer" || s["password"] != "pw" {
+		t.Errorf("the dataset was opened with secrets %v, want the volume's", len(s))
+	}
+	list := string(testkit.Must(os.ReadFile(filepath.Join(dir, "all", "epoch-0", "file_list.txt")))(t))
+	if n := strings.Count(list, "\n"); n != 20 {
+		t.Errorf("the volume's epoch 0 lists %d files, want 20", n)
+	}
+
+	bad := t.TempDir()
+	fd = testkit.MountFUSE(t, bad)
+	err = handover.Send(ctx, sock, fd, handover.Volume{ID: "v2", Mountpoint: bad, Attributes: map[string]string{"dataset": "tiles", "seed": "x"}})
+	unix.Close(fd)
+	var refused *handover.RefusedError
+	if !errors.As(err, &refused) || !strings.Contains(err.Error(), `"seed"`) {
+		t.Errorf("a volume with seed x: %v, want a refusal naming the attribute", err)
+	}
+	unix.Unmount(bad, unix.MNT_DETACH)
+
+	testkit.Check(t, unix.Unmount(dir, 0)) // the plugin unstages
+	for deadline := time.Now().Add(10 * time.Second); daemon.served() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the volume is still served 10 s after its connection was unmounted")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		testkit.Check(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10 s after its context ended")
+	}
+}
