@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 	csi.RegisterControllerServer(s, controller{})
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
+	go d.recoverLoop(ctx)
 	d.log.Info("serving CSI", "endpoint", path, "node", cfg.NodeID, "daemon", cfg.DaemonSocket)
 	select {
 	case err := <-served:
@@ -116,6 +117,9 @@ type driver struct {
 	mu   sync.Mutex
 	busy map[string]bool // guarded by mu: volume ids and target paths with a call in progress
 	made map[string]bool // guarded by mu: staging directories this plugin made
+	// staged: the volumes this plugin staged, by id, to serve them again after the
+	// daemon died (recover.go); guarded by mu.
+	staged map[string]*staged
 }
 
 func newDriver(cfg Config) (*driver, error) {
@@ -131,7 +135,7 @@ func newDriver(cfg Config) (*driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &driver{cfg: cfg, log: log, busy: map[string]bool{}, made: map[string]bool{}}, nil
+	return &driver{cfg: cfg, log: log, busy: map[string]bool{}, made: map[string]bool{}, staged: map[string]*staged{}}, nil
 }
 
 // logCalls logs each call's method, volume and outcome; never the request (secrets).

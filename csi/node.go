@@ -76,8 +76,9 @@ func (d *driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		if m.FSType != FSType || m.Source != source {
 			return nil, status.Errorf(codes.AlreadyExists, "%s: %s is mounted there, not %s", staging, m.Source, source)
 		}
-		var st unix.Stat_t
-		if err := unix.Stat(staging, &st); !errors.Is(err, unix.ENOTCONN) {
+		var fs unix.Statfs_t // statfs always asks the server; a stat may be answered from cache
+		if err := unix.Statfs(staging, &fs); !errors.Is(err, unix.ENOTCONN) && !errors.Is(err, unix.ECONNABORTED) {
+			d.remember(req.GetVolumeId(), &staged{req: req, staging: staging, source: source, targets: map[string]bool{}})
 			return &csi.NodeStageVolumeResponse{}, nil // staged and served
 		}
 		d.log.Warn("the daemon serving a staged volume is gone: staging it anew", "volume", req.GetVolumeId(), "path", staging)
@@ -100,6 +101,7 @@ func (d *driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRe
 		d.made[staging] = true
 		d.mu.Unlock()
 	}
+	d.remember(req.GetVolumeId(), &staged{req: req, staging: staging, source: source, targets: map[string]bool{}})
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
@@ -168,6 +170,7 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 	if err := unmountAll(staging); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.forget(req.GetVolumeId())
 	d.mu.Lock()
 	made := d.made[staging]
 	delete(d.made, staging)
@@ -225,6 +228,7 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 		}
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.published(req.GetVolumeId(), target, true)
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
@@ -259,6 +263,7 @@ func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVo
 	if err := unmountAll(target); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.published(req.GetVolumeId(), target, false)
 	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
