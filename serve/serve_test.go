@@ -71,6 +71,22 @@ func TestServeHandedOverVolumes(t *testing.T) {
 		t.Errorf("the volume's epoch 0 lists %d files, want 20", n)
 	}
 
+	// A second volume, served by the same process beside the first.
+	second := t.TempDir()
+	fd = testkit.MountFUSE(t, second)
+	err = handover.Send(ctx, sock, fd, handover.Volume{ID: "v3", Mountpoint: second, Attributes: map[string]string{"dataset": "tiles", "seed": "9"}})
+	unix.Close(fd)
+	testkit.Check(t, err)
+	<-secrets
+	if n := daemon.served(); n != 2 {
+		t.Errorf("%d volumes served, want 2", n)
+	}
+	other := string(testkit.Must(exec.Command("cat", filepath.Join(second, "all", "epoch-0", "file_list.txt")).Output())(t))
+	if other == list || strings.Count(other, "\n") != 20 {
+		t.Errorf("the second volume (seed 9) lists the first's order or not 20 files")
+	}
+	testkit.Check(t, unix.Unmount(second, 0))
+
 	bad := t.TempDir()
 	fd = testkit.MountFUSE(t, bad)
 	err = handover.Send(ctx, sock, fd, handover.Volume{ID: "v2", Mountpoint: bad, Attributes: map[string]string{"dataset": "tiles", "seed": "x"}})
