@@ -1,8 +1,10 @@
 package mount
 
 import (
+	"context"
 	"os"
 	"runtime/debug"
+	"time"
 )
 
 // A Mount sets none of the process's runtime settings: a process serving several mounts
@@ -38,12 +40,35 @@ func TightGC() (restore func()) {
 // per mount since most of it is: each has its requests in flight, its FUSE buffers and, with
 // a store of its own, its driver's frame buffers; only the runtime's share is the
 // process's, and a limit a little high costs nothing but headroom.
+//
+// A mount's heap counts one prefetch stream per split it shows; each stream beyond those
+// (shard directories and resumed views being read) holds the future of its epochs, 8
+// bytes per sample of the dataset, and is counted as it is now: KeepMemoryLimit follows.
 func MemoryLimit(mounts ...*Mount) int64 {
 	var limit int64
 	for _, m := range mounts {
 		limit += m.heap + MemOverhead
+		if m.prefetcher != nil {
+			limit += int64(max(m.prefetcher.Streams()-len(m.Shown), 0)) * 8 * int64(m.Index.Len())
+		}
 	}
 	return limit
+}
+
+// KeepMemoryLimit sets the process's heap limit as SetMemoryLimit does, and again every
+// few seconds until ctx ends, as the streams read come and go.
+func KeepMemoryLimit(ctx context.Context, mounts ...*Mount) {
+	SetMemoryLimit(mounts...)
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			SetMemoryLimit(mounts...)
+		}
+	}
 }
 
 // SetMemoryLimit bounds the process's heap to MemoryLimit(mounts...), unless GOMEMLIMIT is

@@ -2,6 +2,7 @@ package mount
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
@@ -104,5 +105,33 @@ func TestOpenSetsNothingProcessWide(t *testing.T) {
 	}
 	if got := runtimeSetting("/gc/gomemlimit:bytes"); got != 1<<40 {
 		t.Errorf("with GOMEMLIMIT in the environment, SetMemoryLimit set %d, want it left", got)
+	}
+}
+
+// orderStream is a prefetch stream of a fixed order in every epoch.
+type orderStream struct {
+	name  string
+	order []uint32
+}
+
+func (s orderStream) Name() string          { return s.name }
+func (s orderStream) Order(uint64) []uint32 { return s.order }
+
+// TestMemoryLimitCountsStreams: each stream read beyond one per split shown (shard
+// directories, resumed views) holds its future, 8 bytes per sample, and the heap limit
+// counts it while it is held.
+func TestMemoryLimitCountsStreams(t *testing.T) {
+	m := testkit.Must(Open(context.Background(), smallStore(t, 30), Defaults(), slog.New(slog.DiscardHandler)))(t)
+	defer m.Close()
+	base := MemoryLimit(m)
+	order := make([]uint32, 30)
+	for k := range order {
+		order[k] = uint32(k)
+	}
+	for r := range 3 {
+		m.prefetcher.Access(orderStream{fmt.Sprintf("all/shard-%d-of-3", r), order[r*10 : r*10+10]}, 0)
+	}
+	if got, want := MemoryLimit(m)-base, int64(2*8*30); got != want {
+		t.Errorf("3 streams read with 1 split shown: the limit grew by %d bytes, want %d", got, want)
 	}
 }

@@ -464,6 +464,15 @@ func (p *Prefetcher) Stats() []StreamStats {
 	return out
 }
 
+// Streams is how many streams the prefetcher holds now (each with its future: 8 bytes per
+// sample of the dataset with Options.Samples).
+func (p *Prefetcher) Streams() int {
+	if all := p.all.Load(); all != nil {
+		return len(*all)
+	}
+	return 0
+}
+
 // Latency is the link's latency as the controller sees it: the smallest prefetch latency
 // since the last probe drained the queue (0 before the first prefetch arrives).
 func (p *Prefetcher) Latency() time.Duration { return p.latency.get() }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cassfs/cassfs/handover"
 	"github.com/cassfs/cassfs/mount"
@@ -81,6 +82,18 @@ func run(ctx context.Context, cfg Config, started func(*daemon)) error {
 		l.Close()
 	}()
 	cfg.Log.Info("serving volumes", "socket", cfg.Socket)
+	go func() { // the streams read come and go: the heap limit follows (mount.MemoryLimit)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				d.setMemoryLimit()
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for {
 		req, err := l.Accept()

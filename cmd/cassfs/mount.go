@@ -137,7 +137,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.Uint64Var(&f.o.Seed, "seed", d.Seed, "seed of the epoch permutations (same seed, same orders everywhere)")
 	fl.IntVar(&f.o.EpochsListed, "epochs-listed", d.EpochsListed, "epoch directories a split lists (any epoch-N resolves)")
 	fl.IntVar(&f.o.EpochViews, "epoch-views", d.EpochViews, "epoch orders kept in memory, counted in orders of the whole dataset (8 bytes per sample each; the W shard directories of an epoch weigh one)")
-	fl.StringVar(&f.cacheSize, "cache-size", humanize.IBytes(d.CacheBytes), fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with metadata columns: ~4 bytes per column and each distinct value once)", mount.RSSPerSample, mount.RSSOverhead>>20))
+	fl.StringVar(&f.cacheSize, "cache-size", humanize.IBytes(d.CacheBytes), fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with each shard directory or resumed view being read beside the splits: 8 bytes per sample; with metadata columns: ~4 bytes per column and each distinct value once)", mount.RSSPerSample, mount.RSSOverhead>>20))
 	fl.StringVar(&f.o.CacheDir, "cache-dir", d.CacheDir, "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
 	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full, files no known epoch order reads make room for ones read again")
 	fl.IntVar(&f.o.Prefetch, "prefetch", d.Prefetch, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
@@ -206,7 +206,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	defer ms.Close()
-	mount.SetMemoryLimit(ms.Mounts...)
+	go mount.KeepMemoryLimit(ctx, ms.Mounts...)
 	if f.metricsAddr != "" {
 		if err := ms.ServeMetrics(ctx, f.metricsAddr); err != nil {
 			return err
