@@ -19,7 +19,7 @@ type WarmReport struct {
 // Warm fetches the samples of members the tier does not hold into it with from, parallel
 // at once, in members' order, as many as fit in its bound (cassfs cache warm). plan is told
 // how many will be fetched before the first is; progress after each, with the count and
-// bytes so far. Every fetch is tried, whatever others do: the report lists each failure,
+// bytes so far, from several goroutines at once (so counts may arrive out of order). Every fetch is tried, whatever others do: the report lists each failure,
 // so a warm run again fetches what failed. It stops early only when ctx ends.
 func (d *Tier) Warm(ctx context.Context, from prefetch.Fetcher, members []uint32, parallel int, plan func(n int), progress func(n, bytes int64)) WarmReport {
 	var rep WarmReport

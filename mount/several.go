@@ -41,6 +41,13 @@ func OpenSeveral(ctx context.Context, stores []store.Store, o Options, log *slog
 		return nil, errors.New("no dataset to mount")
 	}
 	n := len(stores)
+	seen := map[string]bool{}
+	for _, st := range stores {
+		if seen[st.Dataset()] {
+			return nil, &OptionError{fmt.Errorf("--dataset names %s twice", st.Dataset())}
+		}
+		seen[st.Dataset()] = true
+	}
 	o.CacheBytes = max(o.CacheBytes/uint64(n), 1)
 	if o.CacheDirBytes > 0 {
 		o.CacheDirBytes = max(o.CacheDirBytes/int64(n), 1)

@@ -106,6 +106,9 @@ func ReadFileList(path string, n int) ([]string, error) {
 func Print(w io.Writer, results []Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\tfiles\tfiles/s\tMB/s\tp50\tp99\tvs store\tcpu µs/file\tdaemon µs/file\tfetches/file\t")
+	if len(results) == 0 {
+		return
+	}
 	base := results[0].FilesPerSec()
 	perFile := func(v float64, n int, format string) string {
 		if v < 0 || n == 0 {

@@ -335,6 +335,8 @@ func (c *Store) Close() error {
 	if c.owns {
 		c.session.Close()
 	}
-	c.replicas.Wait() // ends at once if the session is closed: its queries fail
+	// Ends at once if the session is closed (its queries fail); with a Cluster's session,
+	// once the keyspace's schema is fetched (bounded by the request timeout).
+	c.replicas.Wait()
 	return nil
 }

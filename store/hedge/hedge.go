@@ -73,6 +73,7 @@ func (h *Reader) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob,
 	hedge := time.NewTimer(h.after)
 	defer hedge.Stop()
 	running := 1
+	var failed error // the first attempt's failure, while the other runs
 	for {
 		select {
 		case <-hedge.C:
@@ -81,10 +82,15 @@ func (h *Reader) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob,
 			go attempt()
 		case r := <-results:
 			running--
-			// A missing sample is an answer; a failure waits for the other attempt.
-			if r.err == nil || errors.Is(r.err, store.ErrNotFound) || running == 0 {
+			// A missing sample is an answer; a failure waits for the other attempt, and
+			// when both fail, both causes are told.
+			switch {
+			case r.err == nil || errors.Is(r.err, store.ErrNotFound):
 				return r.b, r.err
+			case running == 0:
+				return r.b, errors.Join(failed, r.err)
 			}
+			failed = r.err
 		}
 	}
 }

@@ -167,7 +167,7 @@ func TestFailureWaitsForTheOther(t *testing.T) {
 	}{
 		{"hedge fails, first answers", 1, result{b: blobA}, "first", ""},
 		{"first fails, hedge answers", 0, result{b: blobB}, "second", ""},
-		{"both fail", 0, result{err: errors.New("the later failure")}, "", "the later failure"},
+		{"both fail", 0, result{err: errors.New("the later failure")}, "", errDown.Error() + "\nthe later failure"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
