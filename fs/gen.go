@@ -1,0 +1,67 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// genFile is a file generated on demand by the view: an epoch view's DALI file_list or a
+// split's samples.csv.
+type genFile struct {
+	gofs.Inode
+	fs   *FS
+	size func() int64
+	read func(off int64, n int) []byte
+}
+
+var (
+	_ gofs.NodeGetattrer = (*genFile)(nil)
+	_ gofs.NodeOpener    = (*genFile)(nil)
+	_ gofs.NodeReader    = (*genFile)(nil)
+)
+
+// lookupGen returns parent's generated file called name, made with mk on first lookup.
+func (f *FS) lookupGen(ctx context.Context, parent *gofs.Inode, name string, out *fuse.EntryOut, mk func() *genFile) *gofs.Inode {
+	if ch := parent.GetChild(name); ch != nil {
+		ch.Operations().(*genFile).attr(&out.Attr)
+		out.Ino = ch.StableAttr().Ino
+		return ch
+	}
+	g := mk()
+	g.attr(&out.Attr)
+	ch := parent.NewInode(ctx, g, gofs.StableAttr{Mode: syscall.S_IFREG})
+	out.Ino = ch.StableAttr().Ino
+	return ch
+}
+
+func (g *genFile) attr(a *fuse.Attr) {
+	size := uint64(g.size())
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Size = size
+	a.Blocks = (size + 511) / 512
+	a.Blksize = 1 << 17
+	a.Nlink = 1
+	g.fs.times(a)
+}
+
+func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	g.attr(&out.Attr)
+	out.Ino = g.StableAttr().Ino
+	return 0
+}
+
+// Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
+// one ENOSYS stops the kernel sending OPEN for the whole mount.
+func (g *genFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if g.fs.passthrough.Load() {
+		return nil, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return nil, 0, syscall.ENOSYS
+}
+
+func (g *genFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultData(g.read(off, len(dest))), 0
+}
