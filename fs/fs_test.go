@@ -489,24 +489,6 @@ func TestConcurrentReadsFetchOnce(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestFailuresAreEIOLoggedOnce(t *testing.T) {
 	down := errors.New("database down")
 	var failing sync.Map
@@ -516,7 +498,7 @@ func TestFailuresAreEIOLoggedOnce(t *testing.T) {
 		}
 		return nil
 	}})
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	mnt := f.mount(t, mountOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	dir := filepath.Join(mnt, "all", "epoch-0", "zebra")
 	names, _ := readNames(t, dir)
@@ -558,7 +540,7 @@ func TestCorruptBlobIsEIO(t *testing.T) {
 	data := slices.Clone(f.blobs[name])
 	data[10] ^= 0xff
 	f.st.Put(context.Background(), store.Sample{ID: f.ix.ID(i), Label: f.ix.Label(i), Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}, data, nil)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	mnt := f.mount(t, mountOpts{logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p := filepath.Join(mnt, "by-uuid", f.ix.ID(i).String()+".png")
 	if _, err := os.ReadFile(p); !errors.Is(err, syscall.EIO) {

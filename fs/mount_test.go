@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -53,7 +54,7 @@ func TestMountMakesNoRequestOfItsOwn(t *testing.T) {
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 20})
 	defer cache.Close()
 	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}}), Blobs: cache})
-	var debug syncBuffer
+	var debug testkit.SyncBuffer
 	dir := t.TempDir()
 	server, err := cfs.Mount(dir, fsys, cfs.MountOptions{FsName: "cassfs:test", Debug: true, Logger: log.New(&debug, "", 0)})
 	if err != nil {

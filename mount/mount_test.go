@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"log/slog"
@@ -14,24 +13,6 @@ import (
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
 )
-
-// syncBuffer is a log destination several goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDebugFUSEGoesToTheMountsLogger: with DebugFUSE, go-fuse's request log reaches the
 // mount's own logger (so --log-file holds it), not the process's standard error; and an
@@ -47,7 +28,7 @@ func TestDebugFUSEGoesToTheMountsLogger(t *testing.T) {
 			s, data := storetest.MakeSample("ds", i, i%3, 1000+i)
 			testkit.Check(t, st.Put(context.Background(), s, data, nil))
 		}
-		var logs syncBuffer
+		var logs testkit.SyncBuffer
 		o := Defaults()
 		o.DebugFUSE = debug
 		m := testkit.Must(Open(context.Background(), st, o, slog.New(slog.NewTextHandler(&logs, nil))))(t)

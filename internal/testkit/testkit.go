@@ -5,8 +5,10 @@
 package testkit
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/cassfs/cassfs/index"
@@ -68,4 +70,22 @@ func (f Future) Reuse(sample uint32, now uint64) uint64 {
 		return now + u[1]
 	}
 	return math.MaxUint64
+}
+
+// SyncBuffer is a log destination several goroutines write to.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
