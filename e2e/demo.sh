@@ -52,13 +52,10 @@ print("labels:", dict(sorted(collections.Counter(x["label"] for x in s).items())
 print("first shapes:", [tuple(x["shape"]) for x in s[:3]])
 PY
 
-step "rank 0 of 4: a second mount with --shard 0/4 holds a quarter of every epoch"
-mkdir -p "$MNT-rank0"
-"$BIN" mount --dataset demo --shard 0/4 "$MNT-rank0" 2>"$DATA/mount-rank0.log" &
-RANK_PID=$!
-trap 'kill -TERM $MOUNT_PID $RANK_PID 2>/dev/null; wait $MOUNT_PID $RANK_PID 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do [ -d "$MNT-rank0/all" ] && break; sleep 0.2; done
-echo "train/epoch-0: $(wc -l <"$MNT/train/epoch-0/file_list.txt") samples; rank 0's: $(wc -l <"$MNT-rank0/train/epoch-0/file_list.txt")"
+step "4 ranks of a node, one mount: train/shard-R-of-4/ holds rank R's quarter of every epoch"
+for r in 0 1 2 3; do
+	echo "train/shard-$r-of-4/epoch-0: $(wc -l <"$MNT/train/shard-$r-of-4/epoch-0/file_list.txt") of $(wc -l <"$MNT/train/epoch-0/file_list.txt") samples"
+done
 echo "resuming epoch 0 at position 100: train/epoch-0@100 holds $(wc -l <"$MNT/train/epoch-0@100/file_list.txt")"
 
 step "done; Cassandra keeps running (make cassandra-stop stops it)"
