@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -28,15 +27,7 @@ import (
 func BenchmarkCacheDir(b *testing.B) {
 	const count, readers, batch = 4000, 16, 64
 	ds, root := benchDataset(b, "cachedir", count, 47)
-	var total int64
-	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-		if err == nil && !e.IsDir() {
-			if fi, err := e.Info(); err == nil {
-				total += fi.Size()
-			}
-		}
-		return err
-	})
+	total := treeBytes(b, root)
 	noDrop := func(testing.TB) {}
 	for range b.N {
 		for _, mode := range []struct{ tag, flag string }{{"push-", "--push=true"}, {"passthrough-", "--push=false"}} {

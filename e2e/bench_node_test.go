@@ -26,15 +26,7 @@ import (
 func BenchmarkOneMountPerNode(b *testing.B) {
 	const count, ranks, perRank = 4000, 8, 4
 	ds, root := benchDataset(b, "node", count, 53)
-	var total int64
-	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-		if err == nil && !e.IsDir() {
-			if fi, err := e.Info(); err == nil {
-				total += fi.Size()
-			}
-		}
-		return err
-	})
+	total := treeBytes(b, root)
 	for range b.N {
 		for _, mode := range []string{"one-mount-", "eight-mounts-"} {
 			var args [][]string

@@ -405,6 +405,26 @@ func benchDataset(b *testing.B, prefix string, count int, seed uint64) (ds, root
 	return ds, root
 }
 
+// treeBytes is the size of the files under root.
+func treeBytes(t testing.TB, root string) int64 {
+	t.Helper()
+	var total int64
+	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			fi, ierr := e.Info()
+			if ierr == nil {
+				total += fi.Size()
+			}
+			return ierr
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
 // parallel runs fn(k) for k in [0, n) on p goroutines, each taking the next k, and stops
 // a goroutine at its first error (reported on t).
 func parallel(t testing.TB, p, n int, fn func(k int) error) {
