@@ -173,7 +173,7 @@ func startServe(t *testing.T, bin, sock string) *exec.Cmd {
 // goReadsEpoch reads every file of the epoch directory in file_list order and checks each
 // is a sample of d, once.
 func goReadsEpoch(t *testing.T, d *srcDataset, dir string) {
-	names, _ := fileListOf(t, dir)
+	names, _ := fileList(t, dir)
 	seen := map[string]bool{}
 	for _, n := range names {
 		data, err := os.ReadFile(filepath.Join(dir, n))
@@ -189,7 +189,6 @@ func goReadsEpoch(t *testing.T, d *srcDataset, dir string) {
 	}
 }
 
-func fileListOf(t *testing.T, dir string) ([]string, []string) { return fileList(t, dir) }
 
 // fuseConnections counts the distinct FUSE connections (device numbers) mounted at paths.
 func fuseConnections(t *testing.T, paths []string) int {
