@@ -189,7 +189,6 @@ func goReadsEpoch(t *testing.T, d *srcDataset, dir string) {
 	}
 }
 
-
 // fuseConnections counts the distinct FUSE connections (device numbers) mounted at paths.
 func fuseConnections(t *testing.T, paths []string) int {
 	f := must(os.Open("/proc/self/mountinfo"))
