@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,8 @@ import (
 // BenchmarkImageNetScale: a dataset of ImageNet-1k's size (1,281,167 generated samples of
 // ~2 KB in 1,000 classes, with the generator's metadata CSV) on the single local node:
 // gen and ingest, dataset list right after the ingest (its count must be the true one),
-// then a mount right after the ingest and another a minute later, each timed until ready
+// then a mount right after the ingest, another a minute later (both from the index
+// snapshot the ingest stored) and one that scans the metadata rows, each timed until ready
 // and then measured: reading file_list.txt of an epoch, find over the epoch, torchvision's
 // ImageFolder initialisation through the mount against the same tree on local disk, and
 // the daemon's peak resident memory against the bound cassfs mount --help states.
@@ -36,11 +38,12 @@ func BenchmarkImageNetScale(b *testing.B) {
 	ds := newDataset(b, "imagenet")
 	step := func(what string, args ...string) time.Duration {
 		start := time.Now()
-		if r := cassfs(b, args...); r.code != 0 {
+		r := cassfs(b, args...)
+		if r.code != 0 {
 			b.Fatalf("%s: %s", what, r)
 		}
 		took := time.Since(start)
-		b.Logf("%s: %v", what, took.Round(time.Millisecond))
+		b.Logf("%s: %v; %s", what, took.Round(time.Millisecond), strings.TrimSpace(r.stdout))
 		return took
 	}
 	for range b.N {
@@ -59,21 +62,26 @@ func BenchmarkImageNetScale(b *testing.B) {
 		local := measureImageFolder(b, filepath.Join(dir, "images"), count)
 		b.Logf("ImageFolder on local disk: %.2fs", local)
 		b.ReportMetric(local, "imagefolder-local-s")
-		for k, when := range []string{"after-ingest", "later"} {
+		// From the index snapshot the ingest stored, right after it and a minute later;
+		// then by the scan of every metadata row, as without a snapshot.
+		for k, when := range []string{"after-ingest", "later", "scanned"} {
 			if k == 1 {
 				time.Sleep(time.Minute)
 			}
-			mountAndMeasure(b, ds, when, count, classes, local)
+			mountAndMeasure(b, ds, when, count, classes, local, when == "scanned")
 		}
 	}
 }
 
 // mountAndMeasure mounts ds and reports its start, listings, ImageFolder and memory.
-func mountAndMeasure(b *testing.B, ds, when string, count, classes int, local float64) {
+func mountAndMeasure(b *testing.B, ds, when string, count, classes int, local float64, scan bool) {
 	const cache = 256 << 20
 	start := time.Now()
-	m := startMount(b, ds, "--cache-size", "256MiB", "--seed", "7")
+	m := startMount(b, ds, "--cache-size", "256MiB", "--seed", "7", fmt.Sprint("--scan-index=", scan))
 	ready := time.Since(start)
+	if from := regexp.MustCompile(`msg="index loaded".* from="?(\w+)`).FindStringSubmatch(m.log()); from == nil || (from[1] == "snapshot") == scan {
+		b.Errorf("%s: the index came from %q; %s", when, from, m.log())
+	}
 	b.ReportMetric(ready.Seconds(), when+"-ready-s")
 	epoch := filepath.Join(m.dir, "all", "epoch-0")
 

@@ -75,7 +75,8 @@ func freezeOnScan(t *testing.T, name, ds string, hold time.Duration) *link {
 	return ln
 }
 
-// TestScanThroughAFrozenConnection: the connection of the metadata scan's first page freezes
+// TestScanThroughAFrozenConnection: (with --scan-index, as the dataset has an index snapshot)
+// the connection of the metadata scan's first page freezes
 // for 4 s, longer than three request deadlines (--timeout 1s; the scan used to give a range
 // three and fail the mount): the mount still starts with the whole dataset, and dataset
 // list, frozen the same way, prints the dataset's true count.
@@ -84,7 +85,7 @@ func TestScanThroughAFrozenConnection(t *testing.T) {
 	const hold = 4 * time.Second
 	ln := freezeOnScan(t, "scanfreeze", d.name, hold)
 	start := time.Now()
-	m := startMount(t, d.name, append(ln.mountArgs(), "--timeout", "1s", "--prefetch", "0")...)
+	m := startMount(t, d.name, append(ln.mountArgs(), "--timeout", "1s", "--prefetch", "0", "--scan-index")...)
 	t.Logf("mounted in %v through a %v freeze", time.Since(start).Round(time.Millisecond), hold)
 	paths, _ := fileList(t, filepath.Join(m.dir, "all", "epoch-0"))
 	if len(paths) != len(d.sha) {
@@ -92,11 +93,40 @@ func TestScanThroughAFrozenConnection(t *testing.T) {
 	}
 	m.stop(t)
 
+	// dataset list reads a current snapshot too: without one, it scans.
+	s := cql(t, d.name)
+	defer s.Close()
+	if err := s.Query(`DELETE FROM info WHERE key = 'snapshot'`).Exec(); err != nil {
+		t.Fatal(err)
+	}
 	ln = freezeOnScan(t, "listfreeze", d.name, hold)
 	start = time.Now()
 	r := cassfs(t, append([]string{"dataset", "list", "--timeout", "1s"}, ln.mountArgs()...)...)
 	t.Logf("dataset list took %v through a %v freeze", time.Since(start).Round(time.Millisecond), hold)
 	if r.code != 0 || !regexp.MustCompile(fmt.Sprintf(`(?m)^%s\s+%d\s`, d.name, len(d.sha))).MatchString(r.stdout) {
 		t.Errorf("dataset list through a frozen node: %s", r)
+	}
+	// The snapshot back, by the command for datasets without one.
+	r = cassfs(t, "dataset", "snapshot", d.name)
+	if want := fmt.Sprintf("dataset %s: index snapshot stored: %d samples", d.name, len(d.sha)); r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Errorf("dataset snapshot: %s; want %q", r, want)
+	}
+}
+
+// TestMountStartsFromTheIndexSnapshot: the ingest stored an index snapshot, so a mount
+// reads no metadata row: through a link that would freeze the scan for longer than the
+// test, it starts at once, says it started from the snapshot, and lists every sample.
+func TestMountStartsFromTheIndexSnapshot(t *testing.T) {
+	d := sharedDataset(t)
+	ln := freezeOnScan(t, "snapshotstart", d.name, 10*time.Minute)
+	start := time.Now()
+	m := startMount(t, d.name, append(ln.mountArgs(), "--timeout", "1s", "--prefetch", "0")...)
+	took := time.Since(start)
+	paths, _ := fileList(t, filepath.Join(m.dir, "all", "epoch-0"))
+	if len(paths) != len(d.sha) {
+		t.Errorf("the mount lists %d samples, want %d", len(paths), len(d.sha))
+	}
+	if log := m.log(); !strings.Contains(log, "from=snapshot") {
+		t.Errorf("the mount did not start from the snapshot (in %v): %s", took, log)
 	}
 }

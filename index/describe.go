@@ -3,9 +3,15 @@ package index
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/cassfs/cassfs/store"
+	"github.com/dustin/go-humanize"
+	"github.com/google/uuid"
 )
 
 // Catalogue is what `cassfs dataset list` shows of a dataset, every figure read.
@@ -16,15 +22,20 @@ type Catalogue struct {
 	Created          time.Time
 }
 
-// Describe reads st's catalogue: when it was made, its index (a dataset read completely and
-// found empty has zeros, not an error) and its stored splits.
+// Describe reads st's catalogue: when it was made, its index (from its snapshot if it is
+// current; a dataset read completely and found empty has zeros, not an error) and its
+// stored splits.
 func Describe(ctx context.Context, st store.Store) (Catalogue, error) {
 	var c Catalogue
 	var err error
 	if c.Created, err = st.Created(ctx); err != nil {
 		return c, err
 	}
-	ix, err := Load(ctx, st)
+	// A current snapshot is the catalogue as a scan would read it, in a fraction of the time.
+	ix, err := readSnapshot(ctx, st)
+	if err != nil {
+		ix, err = Load(ctx, st)
+	}
 	if errors.Is(err, ErrEmpty) {
 		return c, nil // made but never filled
 	}
@@ -40,4 +51,78 @@ func Describe(ctx context.Context, st store.Store) (Catalogue, error) {
 		c.Splits = append(c.Splits, in.Name)
 	}
 	return c, nil
+}
+
+// CreatedText shows when a dataset was made; "-" if that was not recorded (made by an
+// older cassfs).
+func CreatedText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05 MST")
+}
+
+// Show writes what `cassfs dataset show` prints: the dataset's size, classes with their
+// counts, targets, metadata columns and their fill, and stored splits.
+func Show(ctx context.Context, st store.Store, out io.Writer) error {
+	sum, err := store.Summarize(ctx, st)
+	if err != nil {
+		return err
+	}
+	samples := sum.Samples
+	created, err := st.Created(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(sum.Bytes)), CreatedText(created))
+	if sum.Targets > 0 {
+		fmt.Fprintf(out, "targets: %s of %s samples, %s (%s)\n", humanize.Comma(sum.Targets), humanize.Comma(samples), humanize.IBytes(uint64(sum.TargetBytes)), strings.Join(sum.TargetExts, " "))
+	} else {
+		fmt.Fprintln(out, "targets: none (cassfs ingest --targets adds them)")
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
+	for l, n := range sum.Labels {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", n, l, humanize.Comma(sum.PerClass[l]))
+	}
+	if len(sum.Columns) > 0 {
+		fmt.Fprintln(tw, "\nMETADATA COLUMN\tFILLED\t")
+		for _, c := range sum.Columns {
+			fmt.Fprintf(tw, "%s\t%s of %s\t\n", c, humanize.Comma(sum.Filled[c]), humanize.Comma(samples))
+		}
+	} else {
+		fmt.Fprintln(tw, "\n(no metadata columns)\t\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	infos, err := st.Splits(ctx)
+	if err != nil {
+		return err
+	}
+	if len(infos) == 0 {
+		fmt.Fprintln(out, "\nno stored splits (cassfs split create makes some)")
+		return nil
+	}
+	// What changed since the splits were made: samples in none of them.
+	inSome := map[uuid.UUID]bool{}
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nSPLIT\tSAMPLES\tCREATED")
+	for _, in := range infos {
+		ids, err := st.SplitMembers(ctx, in.Name)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			inSome[id] = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, humanize.Comma(int64(in.Size)), in.Created.Format("2006-01-02 15:04:05 MST"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if missing := samples - int64(len(inSome)); missing > 0 {
+		fmt.Fprintf(out, "%s samples are in no split: ingested after the splits were made? (cassfs split create --replace makes them anew)\n", humanize.Comma(missing))
+	}
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -75,6 +76,10 @@ type Options struct {
 	// OnPlan, if set, is called once the tree is walked, with the number of files and bytes
 	// to process (for a progress bar).
 	OnPlan func(files int, bytes int64)
+	// NoSnapshot: store no index snapshot at the end (see Run).
+	NoSnapshot bool
+	// OnSnapshot, if set, is called when the files are done and the index snapshot begins.
+	OnSnapshot func()
 }
 
 // Progress counts the work done so far.
@@ -96,7 +101,34 @@ type Report struct {
 	Unchanged int64 // samples already stored with the same content and metadata
 	Bytes     int64 // bytes of the samples written
 	Skipped   []Skip
-	Elapsed   time.Duration
+	Elapsed   time.Duration // the files' ingest, without the snapshot
+	Snapshot  SnapshotReport
+}
+
+// Print writes the report as `cassfs ingest` shows it: the files skipped and why, the
+// totals, and the index snapshot.
+func (rep Report) Print(w io.Writer, dataset string) {
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", s.Path, s.Reason)
+	}
+	secs := rep.Elapsed.Seconds()
+	fmt.Fprintf(w, "dataset %s: %d classes; %d files written (%.1f MB), %d unchanged, %d skipped; %.1fs, %.0f files/s, %.1f MB/s\n",
+		dataset, len(rep.Classes), rep.Written, float64(rep.Bytes)/1e6, rep.Unchanged, len(rep.Skipped),
+		secs, float64(rep.Written)/max(secs, 1e-9), float64(rep.Bytes)/1e6/max(secs, 1e-9))
+	switch s := rep.Snapshot; {
+	case s.Err != nil:
+		fmt.Fprintf(w, "index snapshot not stored: %v\n(mounts will scan the samples instead; `cassfs dataset snapshot %s` stores one)\n", s.Err, dataset)
+	case s.Samples > 0:
+		fmt.Fprintf(w, "index snapshot stored for mounts to start from: %d samples, %.1f MB, %.1fs\n", s.Samples, float64(s.Bytes)/1e6, s.Elapsed.Seconds())
+	}
+}
+
+// SnapshotReport says how storing the index snapshot went.
+type SnapshotReport struct {
+	Samples int   // samples in it; 0 if none was stored
+	Bytes   int64 // its size
+	Elapsed time.Duration
+	Err     error // why none was stored, if one was to be
 }
 
 type file struct {
@@ -212,6 +244,11 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 		return rep, fmt.Errorf("dataset %q already has classes %q but %s has %q: classes cannot change after the first ingest (labels would be renumbered); ingest into a new dataset",
 			st.Dataset(), have, opts.Root, classes)
 	}
+	// The catalogue changes from here: snapshots taken before are stale (store's "Index
+	// snapshots"), and again once the last write is done, below.
+	if err := st.MarkChanged(ctx); err != nil {
+		return rep, err
+	}
 	if err := st.AddColumns(ctx, columns); err != nil {
 		return rep, err
 	}
@@ -281,9 +318,16 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 		})
 	}
 	fatal := g.Wait()
+	stored = nil
 	rep.Written, rep.Unchanged, rep.Bytes = written.Load(), same.Load(), wbytes.Load()
 	rep.Elapsed = time.Since(start)
 	slices.SortFunc(rep.Skipped, func(a, b Skip) int { return strings.Compare(a.Path, b.Path) })
+	// Even after a failure or an interrupt: writes were made. (Each request has the
+	// store's own deadline.)
+	marked := st.MarkChanged(context.WithoutCancel(ctx))
+	if fatal == nil && ctx.Err() == nil && !opts.NoSnapshot {
+		rep.Snapshot = p.snapshot(ctx, st, marked)
+	}
 	if fatal != nil {
 		return rep, fmt.Errorf("ingest stopped after %d of %d files: %w (nothing partial is listed; run the same ingest again to resume)",
 			rep.Written+rep.Unchanged, len(files), fatal)
@@ -292,6 +336,23 @@ func (p *Plan) Run(ctx context.Context, st store.Store) (Report, error) {
 		return rep, fmt.Errorf("ingest interrupted after %d of %d files: %w (run the same ingest again to resume)", rep.Written+rep.Unchanged, len(files), err)
 	}
 	return rep, nil
+}
+
+// snapshot stores the index snapshot mounts start from. Its failure fails no ingest: the
+// samples are in, and a mount without a snapshot scans them.
+func (p *Plan) snapshot(ctx context.Context, st store.Store, marked error) SnapshotReport {
+	if marked != nil {
+		return SnapshotReport{Err: marked}
+	}
+	if p.opts.OnSnapshot != nil {
+		p.opts.OnSnapshot()
+	}
+	start := time.Now()
+	ix, n, err := index.StoreSnapshot(ctx, st)
+	if err != nil {
+		return SnapshotReport{Err: err, Elapsed: time.Since(start)}
+	}
+	return SnapshotReport{Samples: ix.Len(), Bytes: n, Elapsed: time.Since(start)}
 }
 
 type result int

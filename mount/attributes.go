@@ -44,6 +44,7 @@ var attributes = map[string]func(v *Volume, s string) error{
 	},
 	"shard-pad":          func(v *Volume, s string) (err error) { v.Options.Shard.Pad, err = strconv.ParseBool(s); return err },
 	"push":               func(v *Volume, s string) (err error) { v.Options.Push, err = strconv.ParseBool(s); return err },
+	"scan-index":         func(v *Volume, s string) (err error) { v.Options.ScanIndex, err = strconv.ParseBool(s); return err },
 	"cache-dir":          func(v *Volume, s string) error { v.Options.CacheDir = s; return nil },
 	"epochs-listed":      intAttribute(func(o *Options) *int { return &o.EpochsListed }),
 	"epoch-views":        intAttribute(func(o *Options) *int { return &o.EpochViews }),

@@ -116,7 +116,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		defer close(fetched)
 		stored, storedErr = splits.FetchStored(ctx, st, o.Splits, log)
 	}()
-	ix, err := index.Load(ctx, st)
+	ix, loaded, err := index.Read(ctx, st, !o.ScanIndex, log)
 	<-fetched
 	if errors.Is(storedErr, splits.ErrUnknownSplit) {
 		return nil, &OptionError{fmt.Errorf("--splits: %w", storedErr)}
@@ -127,8 +127,12 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	if storedErr != nil {
 		return nil, storedErr
 	}
-	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "took", time.Since(start).Round(time.Millisecond))
-	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok {
+	from := "snapshot"
+	if !loaded.FromSnapshot {
+		from = fmt.Sprintf("scan (no snapshot: %v)", loaded.NoSnapshot)
+	}
+	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "from", from, "took", time.Since(start).Round(time.Millisecond))
+	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok && !loaded.FromSnapshot {
 		s := sc.LastScan()
 		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
 	}

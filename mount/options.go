@@ -32,6 +32,9 @@ type Options struct {
 	Pprof            bool      // --pprof: serve Go's profiler beside the metrics
 	DebugFUSE        bool      // --debug-fuse: log every FUSE request (to the mount's logger)
 	Splits           string    // --splits: stored splits shown beside "all" (* for all)
+	// ScanIndex (--scan-index) builds the index by scanning the samples even if the
+	// dataset has a current index snapshot (index.Read).
+	ScanIndex bool
 	// Shard (--shard, --shard-pad) is what a split's epoch directories show: rank Rank's
 	// part of every epoch among Count ranks (the zero Shard: all of it). Its Pad also holds
 	// for the shard directories (<split>/shard-R-of-W/) every mount shows.

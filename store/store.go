@@ -31,6 +31,19 @@
 // own) can be dropped in alone and tested by itself against the blob-read part of the
 // conformance suite (storetest.RunBlobReader).
 //
+// # Index snapshots
+//
+// A mount needs the whole catalogue (every metadata row) before it can list anything, and
+// reading millions of rows is the slowest part of its start. So a writer that is done
+// stores a snapshot of the catalogue (opaque bytes: package index's encoding) and a mount
+// reads those few large values instead, if the snapshot is current. Current means: taken
+// at the catalogue's Version, which every writer changes (MarkChanged) before its first
+// write and after its last. A snapshot is built from a scan begun after reading the
+// version it is stored under, so a write it missed either came before the version changed
+// again — impossible, since the version read is still current — or belongs to a writer
+// still running, whose closing MarkChanged makes the snapshot stale once it is done: a
+// mount started after every writer ended never sees a stale catalogue.
+//
 // # Concurrency and deadlines
 //
 // All methods of a Store are safe for concurrent use. Every call takes a context; a backend
@@ -50,6 +63,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"io"
 	"time"
 
 	"github.com/google/uuid"
@@ -147,6 +161,23 @@ type Store interface {
 	// DeleteSplits removes splits; all named ones must exist (else ErrNotFound, and
 	// nothing is deleted).
 	DeleteSplits(ctx context.Context, names []string) error
+
+	// MarkChanged records that the samples or the class names are about to change or have
+	// changed: it gives the catalogue a new Version, so every snapshot taken before is
+	// stale from then on. Writers call it before their first write and after their last
+	// (see Index snapshots).
+	MarkChanged(ctx context.Context) error
+	// Version returns the catalogue's version, new after every MarkChanged; the zero UUID
+	// if it was never marked.
+	Version(ctx context.Context) (uuid.UUID, error)
+	// PutSnapshot stores the bytes r yields as the snapshot of the catalogue taken at
+	// version (a Version read before the scan the snapshot was built from), replacing the
+	// one stored. The snapshot becomes visible only once all of it is written.
+	PutSnapshot(ctx context.Context, version uuid.UUID, r io.Reader) error
+	// Snapshot opens the stored snapshot if it was taken at the current version. Its
+	// error wraps ErrNotFound if there is none or it is stale; the reader's, ErrCorrupt if
+	// what is read contradicts what was written. Close the reader to release it.
+	Snapshot(ctx context.Context) (io.ReadCloser, error)
 
 	// Close releases connections. The Store must not be used afterwards.
 	Close() error

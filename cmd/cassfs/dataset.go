@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
@@ -29,11 +27,12 @@ func newDatasetCmd() *cobra.Command {
 
   cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits, created
   cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
+  cassfs dataset snapshot store the index snapshot mounts start from (ingest stores one)
   cassfs dataset delete   remove a dataset and everything in it`,
-		Args: subcommandsOnly("dataset", "list, show or delete"),
+		Args: subcommandsOnly("dataset", "list, show, snapshot or delete"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
-	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetDeleteCmd())
+	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetSnapshotCmd(), newDatasetDeleteCmd())
 	return c
 }
 
@@ -111,16 +110,7 @@ func datasetRow(ctx context.Context, name string, open func(context.Context, str
 	if sp == "" {
 		sp = "-"
 	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(c.Samples)), humanize.IBytes(uint64(c.Bytes)), c.Classes, sp, createdText(c.Created)), nil
-}
-
-// createdText shows when a dataset was made; "-" if that was not recorded (made by an
-// older cassfs).
-func createdText(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.Local().Format("2006-01-02 15:04:05 MST")
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(c.Samples)), humanize.IBytes(uint64(c.Bytes)), c.Classes, sp, index.CreatedText(c.Created)), nil
 }
 
 func newDatasetShowCmd() *cobra.Command {
@@ -133,74 +123,36 @@ prints its classes with their counts, its targets, its metadata columns and how 
 samples fill each, and its stored splits. NAME may also be given as --dataset NAME.`,
 		Args: objectArg("dataset show", "dataset NAME", "dataset"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
-			return showDataset(c.Context(), st, c.OutOrStdout())
+			return index.Show(c.Context(), st, c.OutOrStdout())
 		}),
 	}
 	db.register(c)
 	return c
 }
 
-func showDataset(ctx context.Context, st store.Store, out io.Writer) error {
-	sum, err := store.Summarize(ctx, st)
-	if err != nil {
-		return err
-	}
-	samples := sum.Samples
-	created, err := st.Created(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "dataset %s: %s samples, %s, created %s\n", st.Dataset(), humanize.Comma(samples), humanize.IBytes(uint64(sum.Bytes)), createdText(created))
-	if sum.Targets > 0 {
-		fmt.Fprintf(out, "targets: %s of %s samples, %s (%s)\n", humanize.Comma(sum.Targets), humanize.Comma(samples), humanize.IBytes(uint64(sum.TargetBytes)), strings.Join(sum.TargetExts, " "))
-	} else {
-		fmt.Fprintln(out, "targets: none (cassfs ingest --targets adds them)")
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nCLASS\tLABEL\tSAMPLES")
-	for l, n := range sum.Labels {
-		fmt.Fprintf(tw, "%s\t%d\t%s\n", n, l, humanize.Comma(sum.PerClass[l]))
-	}
-	if len(sum.Columns) > 0 {
-		fmt.Fprintln(tw, "\nMETADATA COLUMN\tFILLED\t")
-		for _, c := range sum.Columns {
-			fmt.Fprintf(tw, "%s\t%s of %s\t\n", c, humanize.Comma(sum.Filled[c]), humanize.Comma(samples))
-		}
-	} else {
-		fmt.Fprintln(tw, "\n(no metadata columns)\t\t")
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	infos, err := st.Splits(ctx)
-	if err != nil {
-		return err
-	}
-	if len(infos) == 0 {
-		fmt.Fprintln(out, "\nno stored splits (cassfs split create makes some)")
-		return nil
-	}
-	// What changed since the splits were made: samples in none of them.
-	inSome := map[uuid.UUID]bool{}
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nSPLIT\tSAMPLES\tCREATED")
-	for _, in := range infos {
-		ids, err := st.SplitMembers(ctx, in.Name)
-		if err != nil {
+func newDatasetSnapshotCmd() *cobra.Command {
+	var db dbFlags
+	c := &cobra.Command{
+		Use:   "snapshot NAME",
+		Short: "Store the index snapshot a mount starts from, instead of scanning every metadata row",
+		Long: `snapshot scans the dataset's samples once and stores the index built from them as a few
+large values, which a mount reads instead of scanning (at a million samples, seconds
+instead of tens of seconds). cassfs ingest stores one when it is done; this is for
+datasets ingested by an older cassfs or whose ingest could not store one. Any later
+ingest makes a snapshot stale (mounts then scan) and stores a new one.
+NAME may also be given as --dataset NAME.`,
+		Args: objectArg("dataset snapshot", "dataset NAME", "dataset"),
+		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+			start := time.Now()
+			ix, n, err := index.StoreSnapshot(c.Context(), st)
+			if err == nil {
+				fmt.Fprintf(c.OutOrStdout(), "dataset %s: index snapshot stored: %s samples, %s, %.1fs\n", st.Dataset(), humanize.Comma(int64(ix.Len())), humanize.IBytes(uint64(n)), time.Since(start).Seconds())
+			}
 			return err
-		}
-		for _, id := range ids {
-			inSome[id] = true
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", in.Name, humanize.Comma(int64(in.Size)), in.Created.Format("2006-01-02 15:04:05 MST"))
+		}),
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if missing := samples - int64(len(inSome)); missing > 0 {
-		fmt.Fprintf(out, "%s samples are in no split: ingested after the splits were made? (cassfs split create --replace makes them anew)\n", humanize.Comma(missing))
-	}
-	return nil
+	db.register(c)
+	return c
 }
 
 func newDatasetDeleteCmd() *cobra.Command {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/cassfs/cassfs/ingest"
 	"github.com/spf13/cobra"
@@ -64,15 +63,16 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 			// Validate the tree and the CSV before touching the database, so bad input
 			// creates nothing.
 			plan, err := ingest.Prepare(ingest.Options{
-				Root:      args[0],
-				Unlabeled: unlabeled,
-				Targets:   targets,
-				CSV:       csvPath,
-				KeyColumn: csvKey,
-				MaxSize:   maxSize,
-				Workers:   workers,
-				OnPlan:    pr.plan,
-				Progress:  func(p ingest.Progress) { pr.update(p.Files, p.Bytes) },
+				Root:       args[0],
+				Unlabeled:  unlabeled,
+				Targets:    targets,
+				CSV:        csvPath,
+				KeyColumn:  csvKey,
+				MaxSize:    maxSize,
+				Workers:    workers,
+				OnPlan:     pr.plan,
+				OnSnapshot: pr.snapshotting,
+				Progress:   func(p ingest.Progress) { pr.update(p.Files, p.Bytes) },
 			})
 			if err != nil {
 				return err
@@ -85,7 +85,7 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 			defer st.Close()
 			rep, err := plan.Run(ctx, st)
 			pr.finish()
-			printReport(c.OutOrStdout(), db.dataset, rep)
+			rep.Print(c.OutOrStdout(), db.dataset)
 			if err != nil {
 				return err
 			}
@@ -106,18 +106,4 @@ anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usa
 	f.IntVar(&rf, "replication", 1, "replication factor of a newly created dataset (SimpleStrategy)")
 	f.StringVar(&progress, "progress", "auto", "progress display: auto (a bar on a terminal, lines otherwise), bar, lines, none")
 	return c
-}
-
-func printReport(w io.Writer, dataset string, rep ingest.Report) {
-	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "skipped %s: %s\n", s.Path, s.Reason)
-	}
-	secs := rep.Elapsed.Seconds()
-	rate := 0.0
-	if secs > 0 {
-		rate = float64(rep.Written) / secs
-	}
-	fmt.Fprintf(w, "dataset %s: %d classes; %d files written (%.1f MB), %d unchanged, %d skipped; %.1fs, %.0f files/s, %.1f MB/s\n",
-		dataset, len(rep.Classes), rep.Written, float64(rep.Bytes)/1e6, rep.Unchanged, len(rep.Skipped),
-		secs, rate, float64(rep.Bytes)/1e6/max(secs, 1e-9))
 }

@@ -148,6 +148,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.o.Pprof, "pprof", d.Pprof, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
 	fl.BoolVar(&f.o.AllowOther, "allow-other", d.AllowOther, "let users other than the mounting one access the mount")
 	fl.BoolVar(&f.o.DebugFUSE, "debug-fuse", d.DebugFUSE, "log every FUSE request (to the mount's log: --log-file if given)")
+	fl.BoolVar(&f.o.ScanIndex, "scan-index", d.ScanIndex, "build the index by scanning the samples even if the dataset has a current index snapshot (which ingest stores, and a mount otherwise starts from)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&f.o.Splits, "splits", d.Splits, "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
 	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")

@@ -73,5 +73,14 @@ func (p *progressView) finish() {
 	if p.bar != nil {
 		p.bar.Finish()
 		fmt.Fprintln(p.out)
+		p.bar = nil
+	}
+}
+
+// snapshotting ends the files' progress and says what comes next (see ingest.Run).
+func (p *progressView) snapshotting() {
+	p.finish()
+	if p.mode != "none" {
+		fmt.Fprintf(p.out, "%s: storing the index snapshot mounts start from\n", p.what)
 	}
 }

@@ -20,7 +20,9 @@
 //     target_ext, target_size, target_checksum and target_crc32c describe the sample's
 //     target (null without one; added to older datasets when written to again).
 //   - labels(label int PRIMARY KEY, name text): the class names.
-//   - info(key text PRIMARY KEY, value text): facts about the dataset ("created").
+//   - info(key text PRIMARY KEY, value text): facts about the dataset ("created"), the
+//     catalogue's version and the description of its index snapshot (snapshot.go).
+//   - index_chunks((id, chunk), crc32c, data): the index snapshot's bytes, 1 MiB a chunk.
 //   - splits((bucket), name): one row per stored split (its size, chunk count, a SHA-256 of
 //     its members and the generation holding them), all in one small partition so that a
 //     set of splits is created or replaced by one atomic, isolated batch (and "create only

@@ -20,6 +20,7 @@ func (c *Store) createTables(ctx context.Context) error {
 		`CREATE TABLE IF NOT EXISTS DS.labels (label int PRIMARY KEY, name text)`,
 		// Facts about the dataset as a whole: "created" (RFC 3339).
 		`CREATE TABLE IF NOT EXISTS DS.info (key text PRIMARY KEY, value text)`,
+		snapshotTable,
 	}
 	for _, q := range append(qs, splitTables...) {
 		if err := c.ddl(ctx, c.cql(q)); err != nil {

@@ -6,8 +6,10 @@
 package memstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +50,9 @@ type Store struct {
 	labels  []string                   // guarded by mu
 	gets    int                        // guarded by mu
 	splits  map[string]memSplit        // guarded by mu
+	version uuid.UUID                  // guarded by mu
+	snap    []byte                     // guarded by mu; the stored snapshot
+	snapOf  uuid.UUID                  // guarded by mu; the version snap was taken at
 }
 
 type memSplit struct {
@@ -238,6 +243,49 @@ func (m *Store) Scan(ctx context.Context, fn func(store.Sample) error) error {
 		return m.opts.FailScan(len(all))
 	}
 	return nil
+}
+
+// MarkChanged implements store.Store.
+func (m *Store) MarkChanged(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.version = uuid.New()
+	return ctx.Err()
+}
+
+// Version implements store.Store.
+func (m *Store) Version(ctx context.Context) (uuid.UUID, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.version, ctx.Err()
+}
+
+// PutSnapshot implements store.Store.
+func (m *Store) PutSnapshot(ctx context.Context, version uuid.UUID, r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("store the index snapshot of dataset %q: %w", m.dataset, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.snap, m.snapOf = data, version
+	return nil
+}
+
+// Snapshot implements store.Store.
+func (m *Store) Snapshot(ctx context.Context) (io.ReadCloser, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.snap == nil:
+		return nil, fmt.Errorf("dataset %q has no index snapshot: %w", m.dataset, store.ErrNotFound)
+	case m.snapOf != m.version:
+		return nil, fmt.Errorf("the index snapshot of dataset %q is stale (the samples changed since): %w", m.dataset, store.ErrNotFound)
+	}
+	return io.NopCloser(bytes.NewReader(m.snap)), ctx.Err()
 }
 
 // Close implements store.Store.

@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SplitsAllOrNothing", testSplitsAllOrNothing},
 		{"Created", testCreated},
 		{"Targets", testTargets},
+		{"Snapshots", testSnapshots},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
