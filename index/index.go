@@ -1,8 +1,8 @@
 // Package index is the in-memory catalogue of a dataset that every other part reads: every
 // listed sample in canonical order (ascending id) with its label, name, size, checksums,
-// metadata columns and target, loaded once by the store's metadata scan (Load) or built
-// sample by sample (Builder), and how a blob read is verified against it (Verify,
-// VerifyBlob). After it is built, listings and lookups never touch the database. It
+// metadata columns and target, loaded once by the store's metadata scan (Load), from the
+// snapshot a writer stored (Read, StoreSnapshot; see snapshot.go) or built sample by
+// sample (Builder), and how a blob read is verified against it (Verify, VerifyBlob). After it is built, listings and lookups never touch the database. It
 // programs against store.Store and knows neither FUSE nor CQL.
 package index
 

@@ -38,11 +38,11 @@
 // stores a snapshot of the catalogue (opaque bytes: package index's encoding) and a mount
 // reads those few large values instead, if the snapshot is current. Current means: taken
 // at the catalogue's Version, which every writer changes (MarkChanged) before its first
-// write and after its last. A snapshot is built from a scan begun after reading the
-// version it is stored under, so a write it missed either came before the version changed
-// again — impossible, since the version read is still current — or belongs to a writer
-// still running, whose closing MarkChanged makes the snapshot stale once it is done: a
-// mount started after every writer ended never sees a stale catalogue.
+// write and after its last. A snapshot is stored under the version read before the scan
+// it was built from, and a scan sees every write completed before it began. So a write the
+// scan missed was made after the version was read, by a writer whose closing MarkChanged
+// follows that write and makes the snapshot stale: a mount started after every writer
+// has ended never starts from a snapshot that misses a write.
 //
 // # Concurrency and deadlines
 //
@@ -144,7 +144,8 @@ type Store interface {
 	// must describe data, s.Target target. Meta keys must be existing columns.
 	Put(ctx context.Context, s Sample, data, target []byte) error
 	// Scan calls fn for every listed sample (every metadata row), in no particular order, from
-	// one goroutine at a time. It stops at the first error from fn or the database.
+	// one goroutine at a time. It stops at the first error from fn or the database. It sees
+	// every Put that returned before it began.
 	Scan(ctx context.Context, fn func(Sample) error) error
 
 	// PutSplits stores splits made together, with the parameters they were made with and

@@ -22,7 +22,7 @@ import (
 func newDatasetCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dataset",
-		Short: "List, show and delete the datasets of a cluster",
+		Short: "List, show, snapshot and delete the datasets of a cluster",
 		Long: `A dataset is a keyspace made by cassfs ingest: blobs, metadata, class names and splits.
 
   cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits, created
@@ -42,7 +42,8 @@ func newDatasetListCmd() *cobra.Command {
 		Use:   "list",
 		Short: "List the datasets of the cluster: samples, bytes, classes, splits and creation time of each",
 		Long: `list finds every dataset of the cluster (the keyspaces holding cassfs's tables) and reads
-each one's metadata (one scan of its samples table, never the blobs). A dataset that
+each one's metadata (its index snapshot if it is current, else one scan of its samples
+table; never the blobs). A dataset that
 cannot be read is named on standard error with the reason, the others are still listed,
 and the exit status is 1: a figure is printed only if it was read.`,
 		Args: noArgs("dataset list"),

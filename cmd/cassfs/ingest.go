@@ -42,10 +42,11 @@ With --unlabeled, the files directly in ROOT (and in DIR for --targets) are the 
 as the one class "unlabeled" (datasets without labels, such as pure segmentation); the
 CSV names them without a class.
 
-Re-running the same ingest writes no duplicates and resumes an interrupted one. Files that
-cannot be ingested (unreadable, empty, over --max-size, hidden, nested, directly in ROOT,
-or with an extension DALI and torchvision cannot read) are listed with their reason and
-the exit status is 1; the rest is ingested. Problems in the CSV stop the ingest before
+When the files are in, ingest stores the index snapshot mounts start from (see cassfs
+dataset snapshot). Re-running the same ingest writes no duplicates and resumes an
+interrupted one. Files that cannot be ingested (unreadable, empty, over --max-size,
+hidden, nested, directly in ROOT, or with an extension DALI and torchvision cannot read)
+are listed with their reason and the exit status is 1; the rest is ingested. Problems in the CSV stop the ingest before
 anything is written. Exit status: 0 all ingested, 1 something was not, 2 bad usage.`,
 		Example: `  cassfs ingest --dataset tiles --csv meta.csv ./tiles
   cassfs ingest --dataset seg --targets ./masks ./images

@@ -133,7 +133,9 @@ func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols 
 	// One request: LIMIT and the page size are the same, and the loop below stops at the
 	// limit, so a paging state the node may send back is never followed (Prefetch 0: no
 	// page is fetched ahead either).
-	iter := c.session.Query(q, r.From, r.To, r.Page).WithContext(rctx).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
+	// LOCAL_QUORUM, as writes are: a scan sees every write that completed before it,
+	// which an index snapshot built from it must (store's "Index snapshots").
+	iter := c.session.Query(q, r.From, r.To, r.Page).WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
 	var (
 		token    int64
 		id       gocql.UUID
