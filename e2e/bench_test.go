@@ -38,11 +38,13 @@ func BenchmarkStoreGet(b *testing.B) {
 	}
 	var ids []uuid.UUID
 	var total int64
-	st.Scan(context.Background(), func(s store.Sample) error {
+	if err := st.Scan(context.Background(), func(s store.Sample) error {
 		ids = append(ids, s.ID)
 		total += s.Size
 		return nil
-	})
+	}); err != nil {
+		b.Fatal(err)
+	}
 	mean := total / int64(len(ids))
 
 	for _, p := range []int{1, 8, 32, 128, 256} {
