@@ -59,6 +59,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -run '^$$' -bench BlobFloor -count 3 -timeout 30m ./prefetch/ | tee bench/blob-floor.txt
 	$(GO) test -run '^$$' -bench EvictionPolicies -benchtime 1x -count 1 -timeout 30m ./evict/ | tee bench/eviction-policies.txt
 	$(GO) test -tags e2e -run '^$$' -bench Soak -benchtime 1x -count 1 -timeout 30m -v ./e2e/ 2>&1 | tee bench/soak.txt
+	$(GO) test -tags e2e -run '^$$' -bench 'Slowdown$$' -benchtime 1x -count 2 -timeout 20m -v ./e2e/ 2>&1 | grep -v '^\s*time=' | tee bench/slowdown.txt
 	CASSFS_BENCH_BATCHES=$(CURDIR)/bench/latency-batches.json $(GO) test -tags e2e -run '^$$' -bench 'Latency$$' -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency.txt
 	CASSFS_BENCH_CURVE=$(CURDIR)/bench/latency-curve.json $(GO) test -tags e2e -run '^$$' -bench LatencyCurve -benchtime 1x -count 1 -timeout 60m ./e2e/ 2>&1 | tee bench/latency-curve.txt
 	@/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-matplotlib >/dev/null; }
