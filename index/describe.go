@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,6 +54,48 @@ func Describe(ctx context.Context, st store.Store) (Catalogue, error) {
 	return c, nil
 }
 
+// summarize sums st's catalogue up from its snapshot if it is current, else by a scan.
+func summarize(ctx context.Context, st store.Store) (store.Summary, error) {
+	ix, err := readSnapshot(ctx, st)
+	if err != nil {
+		return store.Summarize(ctx, st)
+	}
+	cols, err := st.Columns(ctx)
+	if err != nil {
+		return store.Summary{}, err
+	}
+	return ix.Summary(cols), nil
+}
+
+// Summary is what store.Summarize reads from a scan, from the index: columns are the
+// dataset's metadata columns (a column no sample has a value in is not in the index).
+func (ix *Index) Summary(columns []string) store.Summary {
+	s := store.Summary{Labels: slices.Clone(ix.labels), Columns: columns, Samples: int64(ix.Len()), Bytes: ix.TotalSize(),
+		PerClass: make([]int64, len(ix.labels)), Filled: map[string]int64{}}
+	for _, l := range ix.label {
+		s.PerClass[l]++
+	}
+	for _, c := range ix.meta {
+		var n int64
+		for _, r := range c.ref {
+			if r != 0 {
+				n++
+			}
+		}
+		if n > 0 {
+			s.Filled[c.name] = n
+		}
+	}
+	if t := ix.targets; t != nil {
+		s.Targets = s.Samples
+		for _, size := range t.size {
+			s.TargetBytes += int64(size)
+		}
+		s.TargetExts = slices.Sorted(slices.Values(t.exts))
+	}
+	return s
+}
+
 // CreatedText shows when a dataset was made; "-" if that was not recorded (made by an
 // older cassfs).
 func CreatedText(t time.Time) string {
@@ -65,7 +108,7 @@ func CreatedText(t time.Time) string {
 // Show writes what `cassfs dataset show` prints: the dataset's size, classes with their
 // counts, targets, metadata columns and their fill, and stored splits.
 func Show(ctx context.Context, st store.Store, out io.Writer) error {
-	sum, err := store.Summarize(ctx, st)
+	sum, err := summarize(ctx, st)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -72,7 +73,7 @@ prefetching beyond the files read included: that is what each file served cost i
 
 func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.Writer) error {
 	fmt.Fprintf(errOut, "loading the index of dataset %s...\n", st.Dataset())
-	ix, err := index.Load(ctx, st)
+	ix, _, err := index.Read(ctx, st, true, slog.Default())
 	if err != nil {
 		return err
 	}

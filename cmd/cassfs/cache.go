@@ -77,7 +77,7 @@ func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Disca
 
 // warmCache fetches the members of split that dir does not hold into it, in parallel.
 func warmCache(ctx context.Context, st store.Store, dir string, maxBytes int64, split string, parallel int, pr *progressView, out io.Writer) error {
-	ix, err := index.Load(ctx, st)
+	ix, _, err := index.Read(ctx, st, true, slog.Default())
 	if err != nil {
 		return err
 	}
