@@ -120,8 +120,9 @@ func newDatasetShowCmd() *cobra.Command {
 		Use:   "show NAME",
 		Short: "Show a dataset: classes with counts, targets, metadata columns and their fill, splits",
 		Long: `show reads the dataset's metadata (its index snapshot if it is current, else one scan
-of its samples table; never the blobs) and prints its classes with their counts, its targets, its metadata columns and how many
-samples fill each, and its stored splits. NAME may also be given as --dataset NAME.`,
+of its samples table; never the blobs) and prints its classes with their counts, its
+targets, its metadata columns and how many samples fill each, and its stored splits.
+NAME may also be given as --dataset NAME.`,
 		Args: objectArg("dataset show", "dataset NAME", "dataset"),
 		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
 			return index.Show(c.Context(), st, c.OutOrStdout())
