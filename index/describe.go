@@ -33,7 +33,7 @@ func Describe(ctx context.Context, st store.Store) (Catalogue, error) {
 		return c, err
 	}
 	// A current snapshot is the catalogue as a scan would read it, in a fraction of the time.
-	ix, err := readSnapshot(ctx, st)
+	ix, err := ReadSnapshot(ctx, st)
 	if err != nil {
 		ix, err = Load(ctx, st)
 	}
@@ -56,7 +56,7 @@ func Describe(ctx context.Context, st store.Store) (Catalogue, error) {
 
 // summarize sums st's catalogue up from its snapshot if it is current, else by a scan.
 func summarize(ctx context.Context, st store.Store) (store.Summary, error) {
-	ix, err := readSnapshot(ctx, st)
+	ix, err := ReadSnapshot(ctx, st)
 	if err != nil {
 		return store.Summarize(ctx, st)
 	}

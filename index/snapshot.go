@@ -59,7 +59,7 @@ func Read(ctx context.Context, st store.Store, useSnapshot bool, log *slog.Logge
 		ix, err := Load(ctx, st)
 		return ix, Loaded{NoSnapshot: errors.New("not asked for")}, err
 	}
-	ix, err := readSnapshot(ctx, st)
+	ix, err := ReadSnapshot(ctx, st)
 	if err == nil {
 		return ix, Loaded{FromSnapshot: true}, nil
 	}
@@ -73,7 +73,9 @@ func Read(ctx context.Context, st store.Store, useSnapshot bool, log *slog.Logge
 	return ix, Loaded{NoSnapshot: err}, lerr
 }
 
-func readSnapshot(ctx context.Context, st store.Store) (*Index, error) {
+// ReadSnapshot reads st's index snapshot if it is current; its error wraps
+// store.ErrNotFound if there is none or it is stale.
+func ReadSnapshot(ctx context.Context, st store.Store) (*Index, error) {
 	r, err := st.Snapshot(ctx)
 	if err != nil {
 		return nil, err

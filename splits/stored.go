@@ -149,33 +149,49 @@ func LoadItems(ctx context.Context, st store.Store, groupBy []string, progress i
 		}
 	}
 	var items []Item
-	missing := map[string][]string{} // column → sample names lacking it
+	missing := map[string][]string{} // column → the first sample names lacking it
 	nmissing := map[string]int{}
-	err = st.Scan(ctx, func(s store.Sample) error {
-		it := Item{ID: s.ID, Label: s.Label}
+	add := func(id uuid.UUID, label int, name string, value func(column string) string) {
+		it := Item{ID: id, Label: label}
 		if len(groupBy) == 0 {
-			it.Group = string(s.ID[:])
+			it.Group = string(id[:])
 		} else {
 			vals := make([]string, len(groupBy))
 			for k, g := range groupBy {
-				vals[k] = s.Meta[g]
+				vals[k] = value(g)
 				if vals[k] == "" {
 					nmissing[g]++
-					if len(missing[g]) < 3 {
-						missing[g] = append(missing[g], s.Name)
+					// The first three by name: the same examples whatever the order read.
+					m := missing[g]
+					if at, _ := slices.BinarySearch(m, name); at < 3 {
+						missing[g] = slices.Insert(m, at, name)[:min(len(m)+1, 3)]
 					}
 				}
 			}
 			it.Group = strings.Join(vals, "\x1f")
 		}
 		items = append(items, it)
+	}
+	// The items' order does not matter (Create); a current index snapshot holds the same
+	// samples as a scan, in a fraction of the time.
+	if ix, serr := index.ReadSnapshot(ctx, st); serr == nil {
+		for i := range uint32(ix.Len()) {
+			add(ix.ID(i), ix.Label(i), ix.Path(i), func(column string) string {
+				if c, ok := ix.Column(column); ok {
+					v, _ := ix.Meta(i, c)
+					return string(v)
+				}
+				return ""
+			})
+		}
+	} else if err = st.Scan(ctx, func(s store.Sample) error {
+		add(s.ID, s.Label, s.Name, func(column string) string { return s.Meta[column] })
 		if time.Since(last) > 5*time.Second {
 			last = time.Now()
 			fmt.Fprintf(progress, "  %d samples read\n", len(items))
 		}
 		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(progress, "read %d samples in %.1fs\n", len(items), time.Since(start).Seconds())

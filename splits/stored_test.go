@@ -221,3 +221,41 @@ func TestExportImport(t *testing.T) {
 		}
 	}
 }
+
+type countScans struct {
+	store.Store
+	scans int
+}
+
+func (c *countScans) Scan(ctx context.Context, fn func(store.Sample) error) error {
+	c.scans++
+	return c.Store.Scan(ctx, fn)
+}
+
+// A current index snapshot gives split create the same items as a scan, without a scan,
+// and so the same splits; a sample lacking a group value is refused alike.
+func TestLoadItemsFromTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	for _, gap := range []bool{false, true} {
+		st, _ := tileDataset(t, 5, gap)
+		scanned, scanErr := LoadItems(ctx, st, []string{"patient_id", "slide"}, nil)
+		testkit.Check(t, st.MarkChanged(ctx))
+		if _, _, err := index.StoreSnapshot(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		counted := &countScans{Store: st}
+		fromSnap, snapErr := LoadItems(ctx, counted, []string{"patient_id", "slide"}, nil)
+		if counted.scans != 0 {
+			t.Errorf("gap %v: %d scans with a current snapshot", gap, counted.scans)
+		}
+		if fmt.Sprint(scanErr) != fmt.Sprint(snapErr) {
+			t.Errorf("gap %v: error from a scan %v, from the snapshot %v", gap, scanErr, snapErr)
+		}
+		byID := func(a, b Item) int { return compareIDs(a.ID, b.ID) }
+		slices.SortFunc(scanned, byID)
+		slices.SortFunc(fromSnap, byID)
+		if !slices.Equal(scanned, fromSnap) {
+			t.Errorf("gap %v: items from the snapshot differ from a scan's", gap)
+		}
+	}
+}
