@@ -12,6 +12,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestSanity runs csi-test's sanity suite (v5.4.0) against the plugin over its Unix
@@ -51,13 +52,17 @@ func TestSanity(t *testing.T) {
 	endpoint, _ := startPlugin(t, d.socket)
 	dir := t.TempDir()
 	cfg := sanity.NewTestConfig()
-	cfg.Address = endpoint
-	cfg.ControllerAddress = startProvisioner(t)
 	cfg.TargetPath = filepath.Join(dir, "target")
 	cfg.StagingPath = filepath.Join(dir, "staging")
 	cfg.TestVolumeParameters = map[string]string{"dataset": "sanity"}
 	cfg.IdempotentCount = 2
-	sanity.GinkgoTest(&cfg)
+	// The suite's own connections are not used: csi-test's utils.Connect waits for the
+	// channel's state to change from what it last read, so a connection that turns READY
+	// before it reads, or between two reads, waits its full minute and fails the spec
+	// ("Connection timed out", seen under load). With no addresses set and the context's
+	// connections made here, every spec reuses these.
+	sc := sanity.GinkgoTest(&cfg)
+	sc.Conn, sc.ControllerConn = dial(t, endpoint), dial(t, startProvisioner(t))
 	gomega.RegisterFailHandler(ginkgo.Fail)
 	suite, reporter := ginkgo.GinkgoConfiguration()
 	suite.SkipStrings = []string{`Controller Service \[Controller Server\]`}
@@ -68,6 +73,15 @@ func TestSanity(t *testing.T) {
 	if got := mountsUnder(t, dir); len(got) != 0 {
 		t.Errorf("the suite left %s mounted", got[0].Mountpoint)
 	}
+}
+
+// dial is a client of the gRPC server on the Unix socket at path (connected at its first
+// call, which waits while it connects).
+func dial(t *testing.T, path string) *grpc.ClientConn {
+	t.Helper()
+	c := testkit.Must(grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("localhost")))(t)
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // provisioner is the test's stand-in for PersistentVolumes: CreateVolume makes a volume
