@@ -102,8 +102,9 @@ type Mount struct {
 
 // Open loads the dataset's index and splits from st and wires the read path: filesystem →
 // views → prefetcher → cache → (disk tier →) store. st stays the caller's: close it after
-// the Mount. Errors in o are *OptionError.
+// the Mount. Errors in o are *OptionError. Everything the mount logs names its dataset.
 func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mount, error) {
+	log = log.With("dataset", st.Dataset())
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	if !loaded.FromSnapshot {
 		from = fmt.Sprintf("scan (no snapshot: %v)", loaded.NoSnapshot)
 	}
-	log.Info("index loaded", "dataset", st.Dataset(), "samples", ix.Len(), "classes", len(ix.Labels()), "from", from, "took", time.Since(start).Round(time.Millisecond))
+	log.Info("index loaded", "samples", ix.Len(), "classes", len(ix.Labels()), "from", from, "took", time.Since(start).Round(time.Millisecond))
 	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok && !loaded.FromSnapshot {
 		s := sc.LastScan()
 		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
@@ -327,7 +328,7 @@ func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptio
 	} else {
 		s.close = append(s.close, closeControl)
 	}
-	m.log.Info("mounted", "dataset", m.dataset, "at", dir, "splits", len(m.Shown), "seed", m.opts.Seed, "shard", m.opts.Shard.String(), "order", m.opts.Order, "prefetch", m.opts.Prefetch)
+	m.log.Info("mounted", "at", dir, "splits", len(m.Shown), "seed", m.opts.Seed, "shard", m.opts.Shard.String(), "order", m.opts.Order, "prefetch", m.opts.Prefetch)
 	return s, nil
 }
 

@@ -54,7 +54,7 @@ func OpenSeveral(ctx context.Context, stores []store.Store, o Options, log *slog
 	}
 	s := &Several{done: make(chan struct{})}
 	for _, st := range stores {
-		m, err := Open(ctx, st, o, log.With("dataset", st.Dataset()))
+		m, err := Open(ctx, st, o, log)
 		if err != nil {
 			s.Close()
 			if n > 1 {

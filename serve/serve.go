@@ -159,7 +159,7 @@ func (d *daemon) open(ctx context.Context, req *handover.Request, log *slog.Logg
 	o := spec.Options
 	o.LookaheadHelper = d.cfg.LookaheadHelper
 	restore := mount.TightGC()
-	m, err := mount.Open(ctx, st, o, log.With("dataset", spec.Dataset))
+	m, err := mount.Open(ctx, st, o, log)
 	restore()
 	if err != nil {
 		st.Close()
