@@ -166,7 +166,8 @@ func startServe(t *testing.T, bin, sock string) *exec.Cmd {
 	c.Stderr = &syncBuf{}
 	okErr(t, c.Start())
 	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-	waitFor(t, "cassfs serve's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	// Listening, not just bound: the socket's file appears before the daemon listens.
+	waitFor(t, "cassfs serve listening", func() bool { return strings.Contains(c.Stderr.(*syncBuf).String(), "serving volumes") })
 	return c
 }
 

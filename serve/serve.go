@@ -63,18 +63,18 @@ type volume struct {
 // Run listens on cfg.Socket and serves every volume handed over until ctx ends.
 func Run(ctx context.Context, cfg Config) error { return run(ctx, cfg, nil) }
 
-// run is Run, telling started (tests) of the daemon it made.
+// run is Run, telling started (tests) of the daemon it made once its socket listens.
 func run(ctx context.Context, cfg Config, started func(*daemon)) error {
 	d := &daemon{cfg: cfg, clusters: map[clusterKey]*cassandra.Cluster{}, volumes: map[string]*volume{}}
 	if d.cfg.Open == nil {
 		d.cfg.Open = d.openDB
 	}
-	if started != nil {
-		started(d)
-	}
 	l, err := handover.Listen(cfg.Socket)
 	if err != nil {
 		return err
+	}
+	if started != nil {
+		started(d) // the socket takes connections from here
 	}
 	l.Rejected = func(err error) { cfg.Log.Warn("hand-over refused", "err", err) }
 	go func() {

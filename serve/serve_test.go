@@ -49,9 +49,13 @@ func TestServeHandedOverVolumes(t *testing.T) {
 			return st, nil
 		}}, func(x *daemon) { d <- x })
 	}()
-	daemon := <-d
-	for _, err := os.Stat(sock); err != nil; _, err = os.Stat(sock) {
-		time.Sleep(10 * time.Millisecond)
+	// Listening: the socket's file appears at bind, before the daemon listens, and a
+	// hand-over then is refused.
+	var daemon *daemon
+	select {
+	case daemon = <-d:
+	case err := <-done:
+		t.Fatalf("the daemon ended before it listened: %v", err)
 	}
 
 	dir := t.TempDir()
