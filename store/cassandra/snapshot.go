@@ -135,8 +135,9 @@ func (c *Store) PutSnapshot(ctx context.Context, version uuid.UUID, r io.Reader)
 			break
 		}
 		if rerr != nil {
+			werr := g.Wait() // the chunks in flight land before they are deleted
 			c.deleteSnapshotChunks(ctx, h.ID, h.Chunks)
-			return errors.Join(fail(rerr), g.Wait())
+			return errors.Join(fail(rerr), werr)
 		}
 		if gctx.Err() != nil {
 			break // a write failed: Wait reports it
