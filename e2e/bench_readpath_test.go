@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cassfs/cassfs/ingest"
-	"github.com/cassfs/cassfs/store"
-	"github.com/cassfs/cassfs/synth"
 	"github.com/google/uuid"
 )
 
@@ -34,26 +31,8 @@ import (
 // login, routing, reconnection or deadline, so it shows a floor, not a read path to ship).
 // Reported: this process's CPU per blob (getrusage), beside images/s.
 func BenchmarkBlobReadPaths(b *testing.B) {
-	const count = 1000
-	dir := b.TempDir()
-	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 11}); err != nil {
-		b.Fatal(err)
-	}
-	root, _ := synth.Layout(dir)
-	ds := newDataset(b, "readpath")
-	st := openStore(b, ds, true)
-	plan, err := ingest.Prepare(ingest.Options{Root: root, NoSnapshot: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := plan.Run(context.Background(), st); err != nil {
-		b.Fatal(err)
-	}
-	var ids []uuid.UUID
-	if err := st.Scan(context.Background(), func(s store.Sample) error { ids = append(ids, s.ID); return nil }); err != nil {
-		b.Fatal(err)
-	}
-	raw, err := dialRaw(hosts[0], ds)
+	st, ids, _ := blobDataset(b, "readpath")
+	raw, err := dialRaw(hosts[0], st.Dataset())
 	if err != nil {
 		b.Fatal(err)
 	}

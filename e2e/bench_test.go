@@ -15,21 +15,16 @@ import (
 	"github.com/google/uuid"
 )
 
-// BenchmarkStoreGet measures concurrent point reads of ~110 KB blobs from the real
-// Cassandra: the ceiling any filesystem on top of the store is measured against. Each
-// sub-benchmark keeps P reads in flight over b.N reads in total, cycling through the
-// dataset (which fits Cassandra's page cache: this is the database and driver path, not
-// the disk).
-func BenchmarkStoreGet(b *testing.B) {
-	const count = 1000
+// blobDataset is a dataset of 1,000 generated images of ~110 KB (always the same ones),
+// ingested into a new dataset named from prefix, with its samples' ids and mean size.
+func blobDataset(b *testing.B, prefix string) (store.Store, []uuid.UUID, int64) {
 	dir := b.TempDir()
-	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: count, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 11}); err != nil {
+	if err := synth.Generate(context.Background(), synth.Options{Out: dir, Count: 1000, Classes: 4, MeanSize: 110_000, PNGFraction: 0.1, Seed: 11}); err != nil {
 		b.Fatal(err)
 	}
 	root, _ := synth.Layout(dir)
-	ds := newDataset(b, "bench")
-	st := openStore(b, ds, true)
-	plan, err := ingest.Prepare(ingest.Options{Root: root})
+	st := openStore(b, newDataset(b, prefix), true)
+	plan, err := ingest.Prepare(ingest.Options{Root: root, NoSnapshot: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +40,16 @@ func BenchmarkStoreGet(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	mean := total / int64(len(ids))
+	return st, ids, total / int64(len(ids))
+}
+
+// BenchmarkStoreGet measures concurrent point reads of ~110 KB blobs from the real
+// Cassandra: the ceiling any filesystem on top of the store is measured against. Each
+// sub-benchmark keeps P reads in flight over b.N reads in total, cycling through the
+// dataset (which fits Cassandra's page cache: this is the database and driver path, not
+// the disk).
+func BenchmarkStoreGet(b *testing.B) {
+	st, ids, mean := blobDataset(b, "bench")
 
 	for _, p := range []int{1, 8, 32, 128, 256} {
 		b.Run(fmt.Sprintf("inflight=%d", p), func(b *testing.B) {
