@@ -24,7 +24,7 @@ import (
 // counted. Reported: files/s and mean requests in flight before (1–6 s), during (7–11 s)
 // and after (13–20 s), how long after the slowdown the rate is back to 0.8× of before (per
 // 500 ms), and read errors, which must be none: a request the 10 s deadline can absorb
-// does not fail.
+// does not fail. Also reported: pushes lost (cassfs_page_cache_pushes_lost_total).
 func BenchmarkSlowdown(b *testing.B) {
 	const count, readers = 4000, 16
 	const slowFrom, slowTo, end = 6 * time.Second, 11 * time.Second, 20 * time.Second
@@ -90,6 +90,7 @@ func BenchmarkSlowdown(b *testing.B) {
 			rg.Wait()
 		}
 		wg.Wait()
+		lost, _ := metricValue(scrape(b, url), "cassfs_page_cache_pushes_lost_total")
 		m.stop(b)
 
 		window := func(from, to time.Duration) (rate, flight float64) {
@@ -111,8 +112,8 @@ func BenchmarkSlowdown(b *testing.B) {
 				break
 			}
 		}
-		b.Logf("files/s before %.0f, slowed %.0f, after %.0f; requests in flight before %.0f, slowed %.0f, after %.0f; back to 0.8× after %v; %d read errors",
-			beforeRate, slowRate, afterRate, beforeFlight, slowFlight, afterFlight, recovered, errs.Load())
+		b.Logf("files/s before %.0f, slowed %.0f, after %.0f; requests in flight before %.0f, slowed %.0f, after %.0f; back to 0.8× after %v; %d read errors; %.0f pushes lost",
+			beforeRate, slowRate, afterRate, beforeFlight, slowFlight, afterFlight, recovered, errs.Load(), lost)
 		series := make([]string, ticks)
 		for k := range ticks {
 			series[k] = fmt.Sprintf("%d:%.0f", done[k].Load()*int64(time.Second/tick), inFlight[k])
@@ -128,5 +129,6 @@ func BenchmarkSlowdown(b *testing.B) {
 		b.ReportMetric(slowFlight, "slowed-in-flight")
 		b.ReportMetric(afterFlight, "after-in-flight")
 		b.ReportMetric(recovered.Seconds(), "recovered-s")
+		b.ReportMetric(lost, "pushes-lost")
 	}
 }

@@ -260,6 +260,7 @@ var (
 		{"cassfs_cache_evictions_total", "Blobs evicted to stay within the cache size.", true, func(s prefetch.CacheStats) float64 { return float64(s.Evictions) }},
 		{"cassfs_prefetched_total", "Fetches started by the prefetcher.", true, func(s prefetch.CacheStats) float64 { return float64(s.Prefetched) }},
 		{"cassfs_prefetch_dropped_total", "Prefetched blobs not kept for lack of room.", true, func(s prefetch.CacheStats) float64 { return float64(s.Dropped) }},
+		{"cassfs_page_cache_pushes_lost_total", "Samples not prefetched because they were pushed when their names were looked up ahead (--look-ahead), which a reader then read through the daemon: their pages were gone from the page cache.", true, func(s prefetch.CacheStats) float64 { return float64(s.PushesLost) }},
 		{"cassfs_cache_bytes", "Bytes of blobs cached.", false, func(s prefetch.CacheStats) float64 { return float64(s.Bytes) }},
 		{"cassfs_cache_unread_bytes", "Bytes of prefetched blobs not read yet.", false, func(s prefetch.CacheStats) float64 { return float64(s.FreshBytes) }},
 		{"cassfs_requests_in_flight", "Fetches in flight.", false, func(s prefetch.CacheStats) float64 { return float64(s.InFlight) }},

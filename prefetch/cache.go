@@ -76,6 +76,9 @@ type Cache struct {
 	present    bitset.Set                                             // sample i is cached; written under mu, read without it (nil: no Samples)
 	pushed     map[uint32]struct{}                                    // guarded by mu; fresh blobs handed to push, not looked up since
 	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them
+	// skipped: Prefetch passed sample i over as pushed ahead (guarded by mu; nil: no
+	// Samples); a reader's fetch of it next means the push was lost (CacheStats).
+	skipped bitset.Set
 
 	stats cacheCounters
 }
@@ -94,7 +97,7 @@ type call struct {
 }
 
 type cacheCounters struct {
-	hits, misses, waits, fetchErrors, evictions, prefetched, dropped atomic.Int64
+	hits, misses, waits, fetchErrors, evictions, prefetched, dropped, pushesLost atomic.Int64
 }
 
 // CacheStats is a snapshot of a cache's counters.
@@ -106,11 +109,15 @@ type CacheStats struct {
 	FetchErrors int64
 	Evictions   int64
 	Dropped     int64 // prefetched blobs not kept for lack of room
-	Bytes       int64 // bytes cached now
-	FreshBytes  int64 // of which prefetched and not yet read
-	Entries     int
-	InFlight    int // fetches in flight
-	Prefetches  int // of which started by Prefetch
+	// PushesLost counts samples Prefetch passed over because they were pushed when their
+	// names were looked up ahead (PushHeld), whose next fetch was nonetheless a reader's:
+	// the pushed pages were gone from the page cache when the reader came.
+	PushesLost int64
+	Bytes      int64 // bytes cached now
+	FreshBytes int64 // of which prefetched and not yet read
+	Entries    int
+	InFlight   int // fetches in flight
+	Prefetches int // of which started by Prefetch
 }
 
 // NewCache returns a cache over fetch.
@@ -132,6 +139,7 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
+		c.skipped = bitset.New(opts.Samples)
 	}
 	return c
 }
@@ -181,6 +189,9 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 			c.mu.Unlock()
 			return nil, fmt.Errorf("cache closed: %w", err)
 		}
+		if c.skipped.Has(i) {
+			c.stats.pushesLost.Add(1)
+		}
 		cl = c.startLocked(i, -1, nil)
 		cl.demanded = true
 	}
@@ -219,6 +230,7 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		// Its name was looked up ahead of its reader, and it was pushed then (PushHeld): the
 		// reader reads it from the page cache, so it is not wanted here again.
 		delete(c.ahead, i)
+		c.skipped.Put(i, true)
 		return true
 	}
 	if data, ok := c.used.peek(i); ok {
@@ -255,6 +267,7 @@ func (c *Cache) prefetchesInFlight() int {
 // startLocked starts a fetch; reserved is the size a prefetch reserved, or -1 for a demand
 // read, and owner the prefetch's owner.
 func (c *Cache) startLocked(i uint32, reserved int64, owner any) *call {
+	c.skipped.Put(i, false)
 	cl := &call{done: make(chan struct{}), owner: owner}
 	c.inflight[i] = cl
 	if reserved >= 0 {
@@ -469,7 +482,7 @@ func (c *Cache) Stats() CacheStats {
 	c.mu.Unlock()
 	s.Hits, s.Misses, s.Waits = c.stats.hits.Load(), c.stats.misses.Load(), c.stats.waits.Load()
 	s.FetchErrors, s.Evictions, s.Prefetched = c.stats.fetchErrors.Load(), c.stats.evictions.Load(), c.stats.prefetched.Load()
-	s.Dropped = c.stats.dropped.Load()
+	s.Dropped, s.PushesLost = c.stats.dropped.Load(), c.stats.pushesLost.Load()
 	return s
 }
 

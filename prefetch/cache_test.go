@@ -418,3 +418,34 @@ func TestPushHeld(t *testing.T) {
 type fetchFunc func(ctx context.Context, i uint32) ([]byte, error)
 
 func (f fetchFunc) Fetch(ctx context.Context, i uint32) ([]byte, error) { return f(ctx, i) }
+
+// A sample Prefetch passed over as pushed ahead and then fetched for a reader is a push
+// lost; one fetched again by Prefetch first is not.
+func TestPushesLost(t *testing.T) {
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+		return blobOf(i, 1000), nil
+	}), CacheOptions{MaxBytes: 2500, Samples: 10, Push: func(uint32, []byte) bool { return true }})
+	defer c.Close()
+	ctx := context.Background()
+	for i := range uint32(2) { // read once: held as used blobs
+		testkit.Must(c.Get(ctx, i))(t)
+	}
+	for i := range uint32(2) { // looked up ahead: pushed, and passed over by Prefetch
+		if !c.PushHeld(i) || !c.Prefetch(i, 1000, 10, 0, nil) {
+			t.Fatalf("sample %d: not pushed, or refused", i)
+		}
+	}
+	for i := uint32(2); i < 5; i++ { // three more blobs evict both (room for two)
+		testkit.Must(c.Get(ctx, i))(t)
+	}
+	c.Prefetch(1, 1000, 10, 0, nil) // sample 1 fetched again by the prefetcher first
+	waitFor(t, "sample 1 prefetched", func() bool { return c.Stats().InFlight == 0 })
+	for _, i := range []uint32{1, 5, 6, 7} { // read, then evicted
+		testkit.Must(c.Get(ctx, i))(t)
+	}
+	testkit.Must(c.Get(ctx, 0))(t)
+	testkit.Must(c.Get(ctx, 1))(t) // a reader's fetch, but not after a pass-over
+	if s := c.Stats(); s.PushesLost != 1 {
+		t.Errorf("%d pushes lost, want 1 (sample 0: passed over, then a reader's fetch)", s.PushesLost)
+	}
+}
