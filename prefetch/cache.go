@@ -75,7 +75,7 @@ type Cache struct {
 	onArrive   func(owner any, i uint32, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch of sample i ends
 	present    bitset.Set                                             // sample i is cached; written under mu, read without it (nil: no Samples)
 	pushed     map[uint32]struct{}                                    // guarded by mu; fresh blobs handed to push, not looked up since
-	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them
+	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them, until a stream moves on (forgetAhead)
 	// skipped: Prefetch passed sample i over as pushed ahead (guarded by mu; nil: no
 	// Samples); a reader's fetch of it next means the push was lost (CacheStats).
 	skipped bitset.Set
@@ -456,6 +456,16 @@ func (c *Cache) PushHeld(i uint32) bool {
 	}
 	c.mu.Unlock()
 	return c.push(i, data)
+}
+
+// forgetAhead forgets which samples were pushed when their names were looked up ahead
+// (PushHeld): a stream moved on to another epoch, and a mark left from the last one (a
+// sample pushed after the prefetcher had passed it there) would make Prefetch pass the
+// sample over in this one, where nothing pushed it.
+func (c *Cache) forgetAhead() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.ahead)
 }
 
 // Has reports whether sample i's blob is in memory (fetched, not evicted). With

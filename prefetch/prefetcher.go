@@ -260,6 +260,7 @@ func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
 			s.nextEpoch, s.nextPos = 0, 0
 		}
 		s.cur, s.epoch, s.next, s.accessed = order, epoch, nil, 0
+		p.cache.forgetAhead()
 		if p.opts.Samples > 0 {
 			if inv == nil {
 				inv = invert(order, p.opts.Samples)

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/internal/testkit"
 )
 
 // countingFetch returns blobOf(i, size) and counts fetches per sample; while gate is
@@ -464,5 +466,40 @@ func TestDemandJoinsPrefetchInFlight(t *testing.T) {
 	close(release)
 	if data := <-done; len(data) != 10 || data[0] != byte(next) {
 		t.Errorf("the joined Get returned %v", data)
+	}
+}
+
+// TestAheadMarksDoNotOutliveTheirEpoch: a sample pushed when its name was looked up ahead
+// after the prefetcher had passed it in that epoch leaves a mark Prefetch never consumed
+// there; in the next epoch, where nothing pushed it, the prefetcher must fetch it rather
+// than pass it over (it did, and readers then fetched such samples themselves: a push
+// lost, BenchmarkSlowdown's dip).
+func TestAheadMarksDoNotOutliveTheirEpoch(t *testing.T) {
+	const n = 20
+	f := newCountingFetch(testBlobSize)
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 8 * testBlobSize, Samples: n, Push: func(uint32, []byte) bool { return true }})
+	defer c.Close()
+	still := time.Now()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 2, MaxWindow: 64, MaxInFlight: 1000, KeepFree: 1, Now: func() time.Time { return still }})
+	defer p.Close()
+	order := rotated(n)
+	ctx := context.Background()
+	read := func(e uint64) {
+		for _, i := range order.Order(e) {
+			p.Access(order, e)
+			testkit.Must(c.Get(ctx, i))(t)
+			settle(t, c)
+		}
+	}
+	read(0)
+	// Epoch 0's last sample, held and passed by the prefetcher long ago, looked up ahead:
+	// pushed and marked.
+	last := order.Order(0)[n-1]
+	if !c.PushHeld(last) {
+		t.Fatalf("sample %d not held at the end of epoch 0", last)
+	}
+	read(1)
+	if s := c.Stats(); s.PushesLost != 0 {
+		t.Errorf("epoch 1: %d pushes lost, want 0 (sample %d was pushed in epoch 0, not in 1)", s.PushesLost, last)
 	}
 }
