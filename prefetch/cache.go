@@ -461,7 +461,8 @@ func (c *Cache) PushHeld(i uint32) bool {
 // forgetAhead forgets which samples were pushed when their names were looked up ahead
 // (PushHeld): a stream moved on to another epoch, and a mark left from the last one (a
 // sample pushed after the prefetcher had passed it there) would make Prefetch pass the
-// sample over in this one, where nothing pushed it.
+// sample over in this one, where nothing pushed it. The marks of other streams go too:
+// their samples are then fetched although pushed (a fetch too many), never passed over.
 func (c *Cache) forgetAhead() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
