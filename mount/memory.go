@@ -55,18 +55,20 @@ func MemoryLimit(mounts ...*Mount) int64 {
 	return limit
 }
 
-// KeepMemoryLimit sets the process's heap limit as SetMemoryLimit does, and again every
-// few seconds until ctx ends, as the streams read come and go.
-func KeepMemoryLimit(ctx context.Context, mounts ...*Mount) {
-	SetMemoryLimit(mounts...)
+// KeepMemoryLimit sets the process's heap limit as SetMemoryLimit does for the mounts
+// served now (mounts; none: left as it is), and again every few seconds until ctx ends, as
+// the streams read and the mounts served come and go.
+func KeepMemoryLimit(ctx context.Context, mounts func() []*Mount) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
+		if ms := mounts(); len(ms) > 0 {
+			SetMemoryLimit(ms...)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			SetMemoryLimit(mounts...)
 		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/cassfs/cassfs/handover"
 	"github.com/cassfs/cassfs/mount"
@@ -82,18 +81,7 @@ func run(ctx context.Context, cfg Config, started func(*daemon)) error {
 		l.Close()
 	}()
 	cfg.Log.Info("serving volumes", "socket", cfg.Socket)
-	go func() { // the streams read come and go: the heap limit follows (mount.MemoryLimit)
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				d.setMemoryLimit()
-			}
-		}
-	}()
+	go mount.KeepMemoryLimit(ctx, d.mounts) // volumes and the streams read come and go
 	var wg sync.WaitGroup
 	for {
 		req, err := l.Accept()
@@ -226,15 +214,20 @@ func (d *daemon) served() int {
 	return len(d.volumes)
 }
 
-// setMemoryLimit sets the process's heap limit for the volumes served now.
-func (d *daemon) setMemoryLimit() {
+// mounts are the volumes served now.
+func (d *daemon) mounts() []*mount.Mount {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	var ms []*mount.Mount
 	for _, v := range d.volumes {
 		ms = append(ms, v.m)
 	}
-	d.mu.Unlock()
-	if len(ms) > 0 {
+	return ms
+}
+
+// setMemoryLimit sets the process's heap limit for the volumes served now.
+func (d *daemon) setMemoryLimit() {
+	if ms := d.mounts(); len(ms) > 0 {
 		mount.SetMemoryLimit(ms...)
 	}
 }

@@ -207,7 +207,7 @@ func runMount(ctx context.Context, f *mountFlags, dir string) error {
 		return err
 	}
 	defer ms.Close()
-	go mount.KeepMemoryLimit(ctx, ms.Mounts...)
+	go mount.KeepMemoryLimit(ctx, func() []*mount.Mount { return ms.Mounts })
 	if f.metricsAddr != "" {
 		if err := ms.ServeMetrics(ctx, f.metricsAddr); err != nil {
 			return err
