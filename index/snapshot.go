@@ -45,11 +45,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Loaded says how Read built an index.
 type Loaded struct {
-	// FromSnapshot: from the stored snapshot, not a scan.
-	FromSnapshot bool
-	// NoSnapshot, if not nil, is why no snapshot was used (none, stale, unreadable).
+	// NoSnapshot, if not nil, is why no snapshot was used (none, stale, unreadable, not
+	// asked for): the index came from a scan.
 	NoSnapshot error
 }
+
+// FromSnapshot reports whether the index came from the stored snapshot, not a scan.
+func (l Loaded) FromSnapshot() bool { return l.NoSnapshot == nil }
 
 // Read builds the index of st's dataset from its stored snapshot if it is current and
 // useSnapshot is set, else by a metadata scan (Load). A snapshot that cannot be read is
@@ -61,13 +63,13 @@ func Read(ctx context.Context, st store.Store, useSnapshot bool, log *slog.Logge
 	}
 	ix, err := ReadSnapshot(ctx, st)
 	if err == nil {
-		return ix, Loaded{FromSnapshot: true}, nil
+		return ix, Loaded{}, nil
 	}
 	if ctx.Err() != nil {
 		return nil, Loaded{}, err
 	}
 	if !errors.Is(err, store.ErrNotFound) {
-		log.Warn("index snapshot unusable, scanning the samples instead", "dataset", st.Dataset(), "err", err)
+		log.Warn("index snapshot unusable, scanning the samples instead", "err", err) // err names the dataset
 	}
 	ix, lerr := Load(ctx, st)
 	return ix, Loaded{NoSnapshot: err}, lerr

@@ -141,15 +141,15 @@ func TestReadFromSnapshot(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
 	ix, how, err := index.Read(ctx, counting, true, log)
-	if err != nil || !how.FromSnapshot || scans != 0 || ix.Len() != want.Len() {
+	if err != nil || !how.FromSnapshot() || scans != 0 || ix.Len() != want.Len() {
 		t.Fatalf("Read with a current snapshot: %v, %+v, %d scans", err, how, scans)
 	}
-	if _, how, err = index.Read(ctx, counting, false, log); err != nil || how.FromSnapshot || scans != 1 {
+	if _, how, err = index.Read(ctx, counting, false, log); err != nil || how.FromSnapshot() || scans != 1 {
 		t.Fatalf("Read asked to scan: %v, %+v, %d scans", err, how, scans)
 	}
 	testkit.Check(t, st.MarkChanged(ctx))
 	ix, how, err = index.Read(ctx, counting, true, log)
-	if err != nil || how.FromSnapshot || !errors.Is(how.NoSnapshot, store.ErrNotFound) || scans != 2 || ix.Len() != want.Len() {
+	if err != nil || how.FromSnapshot() || !errors.Is(how.NoSnapshot, store.ErrNotFound) || scans != 2 || ix.Len() != want.Len() {
 		t.Fatalf("Read with a stale snapshot: %v, %+v, %d scans", err, how, scans)
 	}
 	if logs.String() != "" {
@@ -158,7 +158,7 @@ func TestReadFromSnapshot(t *testing.T) {
 	v := testkit.Must(st.Version(ctx))(t)
 	testkit.Check(t, st.PutSnapshot(ctx, v, strings.NewReader("cassfs-index v1\ngarbage")))
 	ix, how, err = index.Read(ctx, counting, true, log)
-	if err != nil || how.FromSnapshot || !errors.Is(how.NoSnapshot, store.ErrCorrupt) || scans != 3 || ix.Len() != want.Len() {
+	if err != nil || how.FromSnapshot() || !errors.Is(how.NoSnapshot, store.ErrCorrupt) || scans != 3 || ix.Len() != want.Len() {
 		t.Fatalf("Read with a damaged snapshot: %v, %+v, %d scans", err, how, scans)
 	}
 	if !strings.Contains(logs.String(), "index snapshot unusable") || !strings.Contains(logs.String(), `dataset \"ds\"`) {

@@ -24,7 +24,7 @@ func fromSnapshot(t *testing.T, st store.Store) (bool, int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return how.FromSnapshot, ix.Len()
+	return how.FromSnapshot(), ix.Len()
 }
 
 // An ingest that completes leaves a current snapshot of everything stored, its own files

@@ -129,11 +129,11 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		return nil, storedErr
 	}
 	from := "snapshot"
-	if !loaded.FromSnapshot {
+	if !loaded.FromSnapshot() {
 		from = fmt.Sprintf("scan (no snapshot: %v)", loaded.NoSnapshot)
 	}
 	log.Info("index loaded", "samples", ix.Len(), "classes", len(ix.Labels()), "from", from, "took", time.Since(start).Round(time.Millisecond))
-	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok && !loaded.FromSnapshot {
+	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok && !loaded.FromSnapshot() {
 		s := sc.LastScan()
 		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
 	}
