@@ -20,6 +20,18 @@ import (
 //
 // Pushed pages are the kernel's: it may reclaim them like any file data, and a READ then
 // reaches cassfs, which answers it as it would without pushing.
+//
+// A push is a copy of the whole file into the page cache (NOTIFY_STORE overwrites pages
+// already there): a held blob pushed again each epoch cost a warm epoch ~40% of the
+// daemon's CPU (memcpy and get_user_pages in perf). So the filesystem remembers which
+// samples it pushed whole (resident) and pushes those no more. The kernel never says when
+// it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
+// are all cached never comes, so a READ of a resident sample means the kernel dropped
+// pages (memory pressure, drop_caches) — of that file and, for all cassfs can tell, of
+// others. Every mark is then forgotten and pushes go on as before until each is made
+// again. What that costs: one READ per reclaim noticed, answered as without pushing. The
+// daemon cannot look at the page cache itself (mincore or cachestat need a file of its own
+// mount open, which it never does, see Mount); an inode the kernel forgets loses its mark.
 
 // PushStats counts pushes into the kernel's page cache.
 type PushStats struct {
@@ -29,27 +41,39 @@ type PushStats struct {
 	// forgotten, or its first lookup not answered yet (not tried, or answered ENOENT).
 	Unknown int64
 	Failed  int64 // refused by the kernel for another reason (memory)
+	// Resident counts pushes not made because the sample was pushed whole before and no
+	// READ has shown its pages gone since.
+	Resident int64
+	// Reclaims counts READs that found the pages of a resident sample gone: each made the
+	// filesystem forget which samples are resident.
+	Reclaims int64
 }
 
 type pushCounters struct {
-	pushed, bytes, unknown, failed atomic.Int64
+	pushed, bytes, unknown, failed, resident, reclaims atomic.Int64
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
-	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load()}
+	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(),
+		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with
 // targets) into the kernel's page cache of its inode, and of its target's, so that a reader
 // reads them with no request to cassfs. It reports whether the sample's blob is there now.
 // A push the kernel cannot take costs one system call and is counted; the sample is then
-// served by READs as without pushing. data is not kept.
+// served by READs as without pushing. A sample pushed whole before, with no sign since that
+// its pages are gone, is not pushed again. data is not kept.
 func (f *FS) Push(i uint32, data []byte) bool {
 	s := f.server.Load()
 	if s == nil || !f.known.Has(i) {
 		f.push.unknown.Add(1)
 		return false
+	}
+	if f.resident.Has(i) {
+		f.push.resident.Add(1)
+		return true
 	}
 	n := f.ix.Size(i)
 	if int64(len(data)) < n {
@@ -70,12 +94,30 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	}
 	f.push.pushed.Add(1)
 	f.push.bytes.Add(n)
-	if f.ix.HasTargets() && f.knownTargets.Has(i) {
-		if st := s.InodeNotifyStoreCache(firstTargetIno+uint64(i), 0, data[n:]); st == fuse.ENOENT {
-			f.knownTargets.Put(i, false)
+	whole := true // the sample's pages, and its target's with targets
+	if f.ix.HasTargets() {
+		whole = false
+		if f.knownTargets.Has(i) {
+			st := s.InodeNotifyStoreCache(firstTargetIno+uint64(i), 0, data[n:])
+			if st == fuse.ENOENT {
+				f.knownTargets.Put(i, false)
+			}
+			whole = st == fuse.OK
 		}
 	}
+	if whole {
+		f.resident.Put(i, true)
+	}
 	return true
+}
+
+// reading is told of every READ of sample i (or of its target): if i is resident, its
+// pages were dropped, and which others were is unknown, so no sample is resident any more.
+func (f *FS) reading(i uint32) {
+	if f.resident.Has(i) {
+		f.resident.Clear()
+		f.push.reclaims.Add(1)
+	}
 }
 
 // OnForget implements gofs.NodeOnForgetter: the kernel dropped the sample's inode, so its
@@ -83,6 +125,7 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // races with a new lookup of the same sample may leave the bit clear while the kernel knows
 // the inode again: its pushes are then skipped, and its READs served as without pushing.
 func (s *sampleFile) OnForget() {
+	s.fs.resident.Put(s.i, false)
 	if s.target {
 		s.fs.knownTargets.Put(s.i, false)
 		return

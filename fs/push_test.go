@@ -176,3 +176,76 @@ func TestLookahead(t *testing.T) {
 		})
 	}
 }
+
+// A sample pushed whole is not pushed again while its pages stay (a push copies the whole
+// file, even over pages already there), and a READ of it — its pages were reclaimed — makes
+// the filesystem push every sample again.
+func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
+	f := newFixture(t, 12, []string{"a", "b", "c"}, memstore.Options{})
+	var fsys *cfs.FS
+	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	epoch := func(n string) (names []string) {
+		root := filepath.Join(mnt, "all", "epoch-"+n)
+		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
+			name, _ := splitLine(line)
+			names = append(names, filepath.Join(root, name))
+		}
+		return names
+	}
+	sample := func(p string) uint32 {
+		var st unix.Stat_t
+		testkit.Check(t, unix.Stat(p, &st))
+		return uint32(st.Ino - 1<<20)
+	}
+	reads := func() int64 { return fsys.RequestStats()["read"] }
+	// pushAll pushes every sample of names as bytes of fill and reports how many the
+	// kernel was sent.
+	pushAll := func(names []string, fill byte) int64 {
+		before := fsys.PushStats().Pushed
+		for _, p := range names {
+			i := sample(p)
+			if !fsys.Push(i, bytes.Repeat([]byte{fill}, int(f.ix.Size(i)))) {
+				t.Fatalf("push of sample %d refused (%+v)", i, fsys.PushStats())
+			}
+		}
+		return fsys.PushStats().Pushed - before
+	}
+	// readAll reads names and reports how many hold fill only.
+	readAll := func(names []string, fill byte) (n int) {
+		for _, p := range names {
+			if got := testkit.Must(os.ReadFile(p))(t); strings.Trim(string(got), string(fill)) == "" && int64(len(got)) == f.ix.Size(sample(p)) {
+				n++
+			}
+		}
+		return n
+	}
+	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
+	for _, p := range e0 {
+		testkit.Must(os.ReadFile(p))(t) // the kernel knows every inode
+		dropPages(t, p)
+	}
+	if n := pushAll(e0, 'P'); n != int64(len(e0)) {
+		t.Fatalf("first pushes: %d of %d sent", n, len(e0))
+	}
+	if n := pushAll(e0, 'Q'); n != 0 || fsys.PushStats().Resident != int64(len(e0)) {
+		t.Errorf("pushes of samples pushed whole before: %d sent (%+v), want none", n, fsys.PushStats())
+	}
+	before := reads()
+	if n := readAll(e1, 'P'); n != len(e1) || reads() != before {
+		t.Errorf("epoch 1: %d of %d files hold the first pushes, %d READs; want all, none", n, len(e1), reads()-before)
+	}
+
+	// Pages reclaimed: the READ of one sample that comes then makes every sample pushed again.
+	dropPages(t, e1[0])
+	testkit.Must(os.ReadFile(e1[0]))(t)
+	if s := fsys.PushStats(); s.Reclaims != 1 {
+		t.Errorf("a READ of a resident sample: %+v, want one reclaim noticed", s)
+	}
+	if n := pushAll(e0, 'Q'); n != int64(len(e0)) {
+		t.Errorf("pushes after a reclaim was noticed: %d of %d sent", n, len(e0))
+	}
+	before = reads()
+	if n := readAll(e2, 'Q'); n != len(e2) || reads() != before {
+		t.Errorf("epoch 2: %d of %d files hold the pushes after the reclaim, %d READs; want all, none", n, len(e2), reads()-before)
+	}
+}

@@ -41,3 +41,11 @@ func (s Set) Add(i uint32) bool {
 	bit := uint64(1) << (i % 64)
 	return s[i/64].Or(bit)&bit == 0
 }
+
+// Clear removes every member. Each word is cleared atomically; a Put racing with Clear may
+// or may not survive it.
+func (s Set) Clear() {
+	for w := range s {
+		s[w].Store(0)
+	}
+}

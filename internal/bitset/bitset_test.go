@@ -25,6 +25,12 @@ func TestSet(t *testing.T) {
 	if s.Has(500) || s.Add(500) {
 		t.Error("a member beyond the room")
 	}
+	s.Clear()
+	for i := range uint32(130) {
+		if s.Has(i) {
+			t.Errorf("%d kept by Clear", i)
+		}
+	}
 }
 
 // Of many goroutines adding the same members, exactly one is told each was new.
