@@ -219,6 +219,8 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 		}
 		return n
 	}
+	const window = 50 * time.Millisecond // a READ this soon after its push is not a reclaim
+	cfs.SetRecentPushWindow(fsys, window)
 	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
 	for _, p := range e0 {
 		testkit.Must(os.ReadFile(p))(t) // the kernel knows every inode
@@ -237,15 +239,28 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 
 	// Pages reclaimed: the READ of one sample that comes then makes every sample pushed again.
 	dropPages(t, e1[0])
+	time.Sleep(3 * window)
 	testkit.Must(os.ReadFile(e1[0]))(t)
 	if s := fsys.PushStats(); s.Reclaims != 1 {
 		t.Errorf("a READ of a resident sample: %+v, want one reclaim noticed", s)
 	}
+	cfs.SetRecentPushWindow(fsys, time.Minute)
 	if n := pushAll(e0, 'Q'); n != int64(len(e0)) {
 		t.Errorf("pushes after a reclaim was noticed: %d of %d sent", n, len(e0))
 	}
 	before = reads()
 	if n := readAll(e2, 'Q'); n != len(e2) || reads() != before {
 		t.Errorf("epoch 2: %d of %d files hold the pushes after the reclaim, %d READs; want all, none", n, len(e2), reads()-before)
+	}
+
+	// A READ right after its file's push is taken for a reader's that was on its way as the
+	// push filled the pages, not for a reclaim: the marks stay.
+	dropPages(t, e2[0])
+	testkit.Must(os.ReadFile(e2[0]))(t)
+	if s := fsys.PushStats(); s.Reclaims != 1 {
+		t.Errorf("a READ within a second of its push: %+v, want no new reclaim noticed", s)
+	}
+	if n := pushAll(e0, 'R'); n != 0 {
+		t.Errorf("pushes after a READ that raced a push: %d sent, want none (all still resident)", n)
 	}
 }
