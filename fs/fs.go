@@ -154,7 +154,6 @@ type FS struct {
 	// resident has bit i set while sample i's pages (and its target's) are in the page
 	// cache as far as cassfs knows: pushed whole, and no READ of it since (push.go).
 	resident   bitset.Set
-	recent     *recentPushes // samples pushed in the last second or two
 	push       pushCounters
 	ahead      atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone
 	aheadStats atomic.Pointer[lookahead] // the same, kept for its counters
@@ -209,7 +208,7 @@ func New(cfg Config) *FS {
 	}
 	ix := cfg.Views.Index()
 	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{},
-		known: bitset.New(ix.Len()), knownTargets: bitset.New(ix.Len()), resident: bitset.New(ix.Len()), recent: newRecentPushes(ix.Len())}
+		known: bitset.New(ix.Len()), knownTargets: bitset.New(ix.Len()), resident: bitset.New(ix.Len())}
 	f.passthrough.Store(cfg.Backing != nil) // until Mount finds otherwise
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}
 	for i := range uint32(ix.Len()) {

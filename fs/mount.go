@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -87,9 +86,8 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 			Logger:       o.Logger,
 		},
 	}
-	// Arrival binding happens at LOOKUP; READDIRPLUS would look up (bind) every listed
-	// name, so listings must be plain READDIR.
-	opts.DisableReadDirPlus = f.views.Mode() == view.Arrival
+	// READDIRPLUS stays on under arrival binding too: a class directory's listing binds
+	// names only where it should (classListing.Lookup).
 	// Not gofs.Mount: its WaitMount opens a file on the new mount (go-fuse's poll hack) from
 	// this process. A process killed while one of its threads waits on its own mount cannot
 	// die: the thread waits uninterruptibly for an answer no other thread is left to give,

@@ -293,10 +293,39 @@ func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 	if d.targets {
 		ino = firstTargetIno
 	}
-	return openListing(len(members), func(j int) fuse.DirEntry {
+	h, fl, errno := openListing(len(members), func(j int) fuse.DirEntry {
 		k := members[j]
 		return fuse.DirEntry{Name: e.NameAt(k, d.targets), Mode: syscall.S_IFREG, Ino: ino + uint64(e.Order[k])}
 	})
+	return &classListing{listing: h.(*listing), d: d, e: e}, fl, errno
+}
+
+// classListing lists a class directory. Under READDIRPLUS, go-fuse asks it to look each
+// listed name up (FileLookuper): the kernel then caches the names it returns with their
+// inodes, as if each had been looked up. Names are looked up so only where a lookup by
+// itself would be right: under strict binding always (as the directory's Lookup would), and
+// for a listing the lookahead asked its helper for (lookahead.go, "whole class
+// directories"); otherwise, under arrival binding, a listing binds nothing (the entry goes
+// out without a node, which the kernel takes as a plain entry).
+type classListing struct {
+	*listing
+	d *classDir
+	e *view.Epoch
+}
+
+var _ gofs.FileLookuper = (*classListing)(nil)
+
+func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	d := h.d
+	if la := d.fs.ahead.Load(); la != nil && !d.targets {
+		if ch, errno, ok := la.listedLookup(ctx, d, h.e, name, out); ok {
+			return ch, errno
+		}
+	}
+	if d.fs.views.Mode() == view.Arrival {
+		return nil, syscall.EAGAIN // no node: a plain entry
+	}
+	return d.Lookup(ctx, name, out)
 }
 
 // byUUIDDir holds every sample as <uuid><ext>.

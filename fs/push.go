@@ -1,11 +1,8 @@
 package fs
 
 import (
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -109,7 +106,6 @@ func (f *FS) Push(i uint32, data []byte) bool {
 		}
 	}
 	if whole {
-		f.recent.add(i)
 		f.resident.Put(i, true)
 	}
 	return true
@@ -117,58 +113,15 @@ func (f *FS) Push(i uint32, data []byte) bool {
 
 // reading is told of every READ of sample i (or of its target): if i is resident, its
 // pages were dropped, and which others were is unknown, so no sample is resident any more.
-// A READ of a sample pushed in the last second or two is not taken for a reclaim: a
-// reader's READ already on its way when the push filled the pages would otherwise make
-// every mark be forgotten for nothing. (READs of files marked resident for longer still
-// come now and then with no memory pressure, about once in a few warm epochs; each costs
-// what the pushes cost before marks existed, for one epoch.)
+// A reader's READ already on its way when a push filled the pages is taken for a reclaim
+// too: telling them apart would need the time of each push, and a grace period after it
+// hides a real reclaim that follows soon (a drop_caches while an epoch is pushed). READs of
+// files marked resident come now and then with no memory pressure, about once in a few
+// warm epochs; each costs what pushes cost before marks existed, for one epoch.
 func (f *FS) reading(i uint32) {
-	if f.resident.Has(i) && !f.recent.has(i) {
+	if f.resident.Has(i) {
 		f.resident.Clear()
 		f.push.reclaims.Add(1)
-	}
-}
-
-// recentPushes holds the samples pushed in the current generation and the one before; a
-// generation lasts every (1 s). Two sets take turns: the older is cleared when a
-// generation ends, at the next push.
-type recentPushes struct {
-	sets  [2]bitset.Set
-	cur   atomic.Int32
-	since atomic.Int64 // when the current generation began, in Unix nanoseconds
-	every atomic.Int64 // a generation's length, in nanoseconds
-	mu    sync.Mutex   // held to end a generation
-}
-
-func newRecentPushes(n int) *recentPushes {
-	r := &recentPushes{sets: [2]bitset.Set{bitset.New(n), bitset.New(n)}}
-	r.every.Store(int64(time.Second))
-	return r
-}
-
-func (r *recentPushes) add(i uint32) {
-	if now := time.Now().UnixNano(); now-r.since.Load() >= r.every.Load() {
-		r.mu.Lock()
-		if now-r.since.Load() >= r.every.Load() {
-			older := 1 - r.cur.Load()
-			r.sets[older].Clear()
-			r.cur.Store(older)
-			r.since.Store(now)
-		}
-		r.mu.Unlock()
-	}
-	r.sets[r.cur.Load()].Put(i, true)
-}
-
-// has reports whether sample i was pushed less than a generation or two ago.
-func (r *recentPushes) has(i uint32) bool {
-	switch age, every := time.Now().UnixNano()-r.since.Load(), r.every.Load(); {
-	case age >= 2*every:
-		return false // no push since both generations ended
-	case age >= every:
-		return r.sets[r.cur.Load()].Has(i) // the older generation ended over a generation ago
-	default:
-		return r.sets[0].Has(i) || r.sets[1].Has(i)
 	}
 }
 

@@ -219,8 +219,6 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 		}
 		return n
 	}
-	const window = 50 * time.Millisecond // a READ this soon after its push is not a reclaim
-	cfs.SetRecentPushWindow(fsys, window)
 	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
 	for _, p := range e0 {
 		testkit.Must(os.ReadFile(p))(t) // the kernel knows every inode
@@ -239,12 +237,10 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 
 	// Pages reclaimed: the READ of one sample that comes then makes every sample pushed again.
 	dropPages(t, e1[0])
-	time.Sleep(3 * window)
 	testkit.Must(os.ReadFile(e1[0]))(t)
 	if s := fsys.PushStats(); s.Reclaims != 1 {
 		t.Errorf("a READ of a resident sample: %+v, want one reclaim noticed", s)
 	}
-	cfs.SetRecentPushWindow(fsys, time.Minute)
 	if n := pushAll(e0, 'Q'); n != int64(len(e0)) {
 		t.Errorf("pushes after a reclaim was noticed: %d of %d sent", n, len(e0))
 	}
@@ -252,15 +248,106 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 	if n := readAll(e2, 'Q'); n != len(e2) || reads() != before {
 		t.Errorf("epoch 2: %d of %d files hold the pushes after the reclaim, %d READs; want all, none", n, len(e2), reads()-before)
 	}
+}
 
-	// A READ right after its file's push is taken for a reader's that was on its way as the
-	// push filled the pages, not for a reclaim: the marks stay.
-	dropPages(t, e2[0])
-	testkit.Must(os.ReadFile(e2[0]))(t)
-	if s := fsys.PushStats(); s.Reclaims != 1 {
-		t.Errorf("a READ within a second of its push: %+v, want no new reclaim noticed", s)
+// readEpochInOrder reads view root's files in file_list.txt order, as a DALI loader does,
+// checking each holds a sample of its class's once; it returns how many it read.
+func readEpochInOrder(t *testing.T, f *fixture, root string) int {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
+	seen := map[string]bool{}
+	for _, line := range lines {
+		name, _ := splitLine(line)
+		got := testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
+		var src string
+		for s, b := range f.blobs {
+			if bytes.Equal(b, got) {
+				src = s
+			}
+		}
+		if src == "" || seen[src] || class(src) != class(name) {
+			t.Fatalf("%s: read the bytes of %q (seen before: %v), want a sample of its class once", name, src, seen[src])
+		}
+		seen[src] = true
+		time.Sleep(100 * time.Microsecond)
 	}
-	if n := pushAll(e0, 'R'); n != 0 {
-		t.Errorf("pushes after a READ that raced a push: %d sent, want none (all still resident)", n)
+	return len(lines)
+}
+
+// Once every sample of a class directory is held, the helper lists the directory instead
+// of looking its names up one by one: the kernel learns them in a few READDIRPLUS requests
+// and the reader of a warm epoch sends a LOOKUP only for the probes (one name in Every).
+// Every file's bytes stay right under strict and arrival binding.
+func TestLookaheadListsWarmClassDirectories(t *testing.T) {
+	for _, arrival := range []bool{false, true} {
+		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
+			const n, every = 400, 8
+			f := newFixture(t, n, classes, memstore.Options{})
+			var fsys *cfs.FS
+			cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
+				Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
+			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
+			defer p.Close()
+			mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
+				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
+			}})
+			toHelper, fromDaemon := io.Pipe()
+			toDaemon, fromHelper := io.Pipe()
+			helped := make(chan error, 1)
+			go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
+			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: every})
+
+			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
+			req := fsys.RequestStats()
+			read := readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-1"))
+			lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
+			t.Logf("epoch 1: %d files, %d LOOKUPs, %d READDIRPLUS, %d READs", read, lookups, plus, fsys.RequestStats()["read"]-req["read"])
+			// The probes, the reader's first 2·every names (before the helper starts), the
+			// every names next to the reader when a listing starts (looked up one by one)
+			// and the directories: without listings, a LOOKUP per name the helper looked up.
+			if plus == 0 || lookups > int64(read/every+4*every+8) {
+				t.Errorf("a warm epoch of %d files sent %d LOOKUPs and %d READDIRPLUS: want its class directories listed, about one LOOKUP in %d files", read, lookups, plus, every)
+			}
+			// Each epoch's names after its last probe are never reported.
+			if st := p.Stats(); len(st) != 1 || st[0].Consumed < 2*(n-every) || st[0].Consumed > 2*n {
+				t.Errorf("prefetch stream %+v: want the reader's progress followed to the end of epoch 1 (%d), each file once", st, 2*n)
+			}
+			fromDaemon.Close()
+			if err := <-helped; err != nil {
+				t.Errorf("helper: %v", err)
+			}
+		})
+	}
+}
+
+// Under arrival binding a reader's listing binds nothing (names are bound at their own
+// lookup, to what has arrived by then); under strict binding it looks the names up, as the
+// kernel asks with READDIRPLUS.
+func TestListingBindsOnlyUnderStrictBinding(t *testing.T) {
+	for _, arrival := range []bool{false, true} {
+		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
+			f := newFixture(t, 40, classes, memstore.Options{})
+			var fsys *cfs.FS
+			mnt := f.mount(t, mountOpts{fsys: &fsys, arrival: arrival})
+			dir := filepath.Join(mnt, "all", "epoch-0", classes[0])
+			entries := testkit.Must(os.ReadDir(dir))(t)
+			looked := fsys.Stats().Lookups
+			if fsys.RequestStats()["readdirplus"] == 0 {
+				t.Fatalf("the listing sent no READDIRPLUS: the test cannot tell")
+			}
+			if want := map[bool]int64{false: int64(len(entries)), true: 0}[arrival]; looked != want {
+				t.Errorf("listing %d names looked %d up, want %d", len(entries), looked, want)
+			}
+			for _, e := range entries { // and every name still reads its class's bytes
+				got := testkit.Must(os.ReadFile(filepath.Join(dir, e.Name())))(t)
+				var ok bool
+				for s, b := range f.blobs {
+					ok = ok || class(s) == classes[0] && bytes.Equal(b, got)
+				}
+				if !ok {
+					t.Errorf("%s: not a sample of %s", e.Name(), classes[0])
+				}
+			}
+		})
 	}
 }

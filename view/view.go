@@ -43,8 +43,10 @@
 // Arrival's invariants: each position binds exactly one sample and keeps it (the kernel
 // learns the size at LOOKUP; content never changes under a name); a sample is bound at
 // most once per epoch; a class directory of k names binds exactly its label's k samples. So
-// every sample appears exactly once per epoch with its label. Listing binds nothing: the
-// adapter must not look up listed names by itself (READDIRPLUS) under arrival binding.
+// every sample appears exactly once per epoch with its label. Listing binds nothing: under
+// arrival binding the adapter looks listed names up (READDIRPLUS) only where every sample
+// of the class directory has arrived, so that each binds an arrived sample as its own
+// lookup would (package fs: the lookahead's listings).
 // Bindings live with the epoch's view: a reader that returns to an epoch evicted since may
 // see names bound anew; names it already looked up keep their inodes in the kernel.
 //

@@ -90,9 +90,10 @@ sample is one inode in every epoch, so from its first read on) is written into t
 kernel's page cache as it arrives: its reader then opens and reads it with no request to
 cassfs beyond the lookup of its name. A helper process (--look-ahead) looks up the names
 of an epoch along its order ahead of the readers, over samples already fetched, so that
-the kernel knows them, and their bytes are pushed then: readers walking an epoch in order
-send no request at all for most files (one name in 32 is left to them: their lookups are
-how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel
+the kernel knows them, and their bytes are pushed then (a class directory whose samples
+are all held is listed instead, one request for many names): readers walking an epoch in
+order send no request at all for most files (one name in 32 is left to them: their
+lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel
 may reclaim; a read of one that was reclaimed is served as without pushing (and makes
 cassfs push again files it had pushed whole, which it otherwise skips). --cache-size
 bounds what the daemon holds, not the page cache.
