@@ -47,6 +47,12 @@ func newFixture(t testing.TB, n int, classes []string, opts memstore.Options) *f
 // newFixtureMeta is newFixture with metadata columns cols, sample i's values meta(i).
 func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options, cols []string, meta func(i int) map[string]string) *fixture {
 	t.Helper()
+	return newFixtureSized(t, n, classes, opts, cols, meta, func(i int) int { return 50 + i%40 })
+}
+
+// newFixtureSized is newFixtureMeta with sample i's blob its name repeated repeat(i) times.
+func newFixtureSized(t testing.TB, n int, classes []string, opts memstore.Options, cols []string, meta func(i int) map[string]string, repeat func(i int) int) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	st := memstore.New("test", opts)
 	testkit.Check(t, st.SetLabels(ctx, classes))
@@ -61,7 +67,7 @@ func newFixtureMeta(t testing.TB, n int, classes []string, opts memstore.Options
 			ext = ".png"
 		}
 		name := fmt.Sprintf("%s/img %04d%s", classes[c], i, ext) // a space, as real datasets have
-		data := bytes.Repeat([]byte(name), 50+i%40)
+		data := bytes.Repeat([]byte(name), repeat(i))
 		s := store.Sample{ID: store.SampleID("test", name), Label: c, Name: name, Size: int64(len(data)), Checksum: store.Checksum(data)}
 		if meta != nil {
 			s.Meta = meta(i)

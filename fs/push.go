@@ -111,17 +111,23 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	return true
 }
 
-// reading is told of every READ of sample i (or of its target): if i is resident, its
-// pages were dropped, and which others were is unknown, so no sample is resident any more.
-// A reader's READ already on its way when a push filled the pages is taken for a reclaim
-// too: telling them apart would need the time of each push, and a grace period after it
-// hides a real reclaim that follows soon (a drop_caches while an epoch is pushed). READs of
-// files marked resident come now and then with no memory pressure, about once in a few
-// warm epochs; each costs what pushes cost before marks existed, for one epoch.
-func (f *FS) reading(i uint32) {
-	if f.resident.Has(i) {
+// reading is told of every READ of sample i (or of its target) at offset off. If i is
+// resident, some of its pages were dropped. A READ from the start of the file means the
+// whole file was (a reader reads from its start), and which others were is unknown, so no
+// sample is resident any more. A READ further in means the file lost some pages while its
+// first ones stayed, which the kernel does now and then with no memory pressure (seen once
+// in a few warm epochs: 32 KiB from the end of a 127 KiB file, 1.5 s after its push), so
+// only that file is no longer resident. A reader's READ already on its way when a push
+// filled the pages counts the same way: telling it apart would need the time of each push,
+// and a grace period after it hides a real reclaim that follows soon.
+func (f *FS) reading(i uint32, off int64) {
+	switch {
+	case !f.resident.Has(i):
+	case off == 0:
 		f.resident.Clear()
 		f.push.reclaims.Add(1)
+	default:
+		f.resident.Put(i, false)
 	}
 }
 

@@ -351,3 +351,62 @@ func TestListingBindsOnlyUnderStrictBinding(t *testing.T) {
 		})
 	}
 }
+
+// A READ further into a resident file (its first pages stayed, later ones were dropped)
+// makes only that file be pushed again; a READ from its start makes every file be.
+func TestPartlyDroppedFileIsPushedAgainAlone(t *testing.T) {
+	f := newFixtureSized(t, 12, []string{"a", "b", "c"}, memstore.Options{}, nil, nil, func(int) int { return 1500 }) // ~25 KB, 7 pages
+	var fsys *cfs.FS
+	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	epoch := func(n string) (names []string) {
+		root := filepath.Join(mnt, "all", "epoch-"+n)
+		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
+			name, _ := splitLine(line)
+			names = append(names, filepath.Join(root, name))
+		}
+		return names
+	}
+	sample := func(p string) uint32 {
+		var st unix.Stat_t
+		testkit.Check(t, unix.Stat(p, &st))
+		return uint32(st.Ino - 1<<20)
+	}
+	pushAll := func(names []string, fill byte) (sent int64) {
+		before := fsys.PushStats().Pushed
+		for _, p := range names {
+			i := sample(p)
+			fsys.Push(i, bytes.Repeat([]byte{fill}, int(f.ix.Size(i))))
+		}
+		return fsys.PushStats().Pushed - before
+	}
+	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
+	for _, p := range e0 {
+		testkit.Must(os.ReadFile(p))(t)
+		dropPages(t, p)
+	}
+	pushAll(e0, 'P')
+	// The tail of one file dropped: reading it sends a READ from the middle.
+	fl := testkit.Must(os.Open(e1[0]))(t)
+	testkit.Check(t, unix.Fadvise(int(fl.Fd()), 8192, 0, unix.FADV_DONTNEED))
+	fl.Close()
+	reads := fsys.RequestStats()["read"]
+	testkit.Must(os.ReadFile(e1[0]))(t)
+	if fsys.RequestStats()["read"] == reads {
+		t.Fatalf("reading a file whose tail was dropped sent no READ: the test cannot tell")
+	}
+	if s := fsys.PushStats(); s.Reclaims != 0 {
+		t.Errorf("a READ from the middle of a file: %+v, want no reclaim noticed", s)
+	}
+	if n := pushAll(e0, 'Q'); n != 1 {
+		t.Errorf("after one file's tail was dropped, %d files pushed again, want that one", n)
+	}
+	for _, p := range e2 {
+		want := byte('P')
+		if sample(p) == sample(e1[0]) {
+			want = 'Q'
+		}
+		if got := testkit.Must(os.ReadFile(p))(t); strings.Trim(string(got), string(want)) != "" {
+			t.Errorf("%s: %.16q..., want %q throughout", p, got, want)
+		}
+	}
+}
