@@ -273,13 +273,33 @@ func (m *mounted) stop(t testing.TB) {
 			t.Errorf("cassfs mount exited with %v after SIGTERM; %s", err, m.log())
 		}
 	case <-time.After(30 * time.Second):
-		m.cmd.Process.Kill()
-		t.Errorf("cassfs mount did not exit within 30s of SIGTERM; %s", m.log())
+		t.Errorf("cassfs mount did not exit within 30s of SIGTERM; its goroutines in cassfs's code then:\n%s\n%s", m.goroutinesAtQuit(), m.log())
 	}
 	if isMounted(m.dir) {
 		t.Errorf("%s is still mounted after cassfs exited", m.dir)
 		syscall.Unmount(m.dir, syscall.MNT_DETACH)
 	}
+}
+
+// goroutinesAtQuit has a mount that does not exit print its goroutines (SIGQUIT: the Go
+// runtime prints them and exits) and returns those in cassfs's own code, at most 150
+// lines: what held its exit up.
+func (m *mounted) goroutinesAtQuit() string {
+	m.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-m.done:
+	case <-time.After(10 * time.Second):
+		m.cmd.Process.Kill()
+		<-m.done
+	}
+	var ours []string
+	for _, g := range strings.Split(m.stderr.String(), "\n\n") {
+		if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "github.com/cassfs/cassfs/") {
+			ours = append(ours, g)
+		}
+	}
+	lines := strings.Split(strings.Join(ours, "\n\n"), "\n")
+	return strings.Join(lines[:min(len(lines), 150)], "\n")
 }
 
 func serving(dir string) bool {

@@ -279,8 +279,12 @@ func readEpochInOrder(t *testing.T, f *fixture, root string) int {
 // and the reader of a warm epoch sends a LOOKUP only for the probes (one name in Every).
 // Every file's bytes stay right under strict and arrival binding.
 func TestLookaheadListsWarmClassDirectories(t *testing.T) {
-	for _, arrival := range []bool{false, true} {
-		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		arrival, ownList bool
+	}{{"strict", false, false}, {"arrival", true, false}, {"arrival, listed by a reader first", true, true}} {
+		arrival := tc.arrival
+		t.Run(tc.name, func(t *testing.T) {
 			const n, every = 400, 8
 			f := newFixture(t, n, classes, memstore.Options{})
 			var fsys *cfs.FS
@@ -298,14 +302,27 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: every})
 
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
-			req := fsys.RequestStats()
+			if tc.ownList {
+				// The kernel keeps a directory's listing: the helper's then sends nothing, and
+				// the names are looked up one by one as without listings.
+				for _, c := range classes {
+					testkit.Must(os.ReadDir(filepath.Join(mnt, "all", "epoch-1", c)))(t)
+				}
+			}
+			req, answered := fsys.RequestStats(), fsys.LookaheadStats().Answered
 			read := readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-1"))
 			lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
-			t.Logf("epoch 1: %d files, %d LOOKUPs, %d READDIRPLUS, %d READs", read, lookups, plus, fsys.RequestStats()["read"]-req["read"])
+			ahead := fsys.LookaheadStats().Answered - answered
+			t.Logf("epoch 1: %d files, %d LOOKUPs, %d READDIRPLUS, %d READs, %d names looked up ahead", read, lookups, plus, fsys.RequestStats()["read"]-req["read"], ahead)
+			switch {
+			case tc.ownList:
+				if plus != 0 || ahead < int64(read/2) {
+					t.Errorf("epoch 1 listed by a reader first: %d READDIRPLUS, %d of %d names looked up ahead; want none, and most by the helper one by one", plus, ahead, read)
+				}
 			// The probes, the reader's first 2·every names (before the helper starts), the
 			// every names next to the reader when a listing starts (looked up one by one)
 			// and the directories: without listings, a LOOKUP per name the helper looked up.
-			if plus == 0 || lookups > int64(read/every+4*every+8) {
+			case plus == 0 || lookups > int64(read/every+4*every+8):
 				t.Errorf("a warm epoch of %d files sent %d LOOKUPs and %d READDIRPLUS: want its class directories listed, about one LOOKUP in %d files", read, lookups, plus, every)
 			}
 			// Each epoch's names after its last probe are never reported.
