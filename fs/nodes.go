@@ -526,8 +526,19 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 	}
 	end := min(off+int64(len(dest)), int64(len(data)))
 	s.fs.served(off, end)
+	s.servedTo(end, int64(len(data)))
 	// data is immutable (shared from the cache), so go-fuse may send it after we return.
 	return fuse.ReadResultData(data[off:end]), 0
+}
+
+// servedTo is told that a READ of the file, of size bytes, was answered up to end: one
+// that reaches the end of the file leaves the file in the page cache (readers read files
+// from their start; a READ's answer stays there as a push would), so the sample is resident
+// (push.go) and not pushed in a later epoch. Samples with targets are left unmarked.
+func (s *sampleFile) servedTo(end, size int64) {
+	if end == size && !s.target && !s.fs.ix.HasTargets() {
+		s.fs.resident.Put(s.i, true)
+	}
 }
 
 // readFile answers a READ from the sample's backing file, if it has one: go-fuse splices
@@ -548,6 +559,7 @@ func (s *sampleFile) readFile(off int64, n int) (fuse.ReadResult, bool) {
 	}
 	end := min(off+int64(n), size)
 	s.fs.served(off, end)
+	s.servedTo(end, size)
 	s.fs.fromFiles.Add(1)
 	return &fileResult{s: s, f: file, off: start + off, n: int(end - off)}, true
 }

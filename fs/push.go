@@ -24,7 +24,8 @@ import (
 // A push is a copy of the whole file into the page cache (NOTIFY_STORE overwrites pages
 // already there): a held blob pushed again each epoch cost a warm epoch ~40% of the
 // daemon's CPU (memcpy and get_user_pages in perf). So the filesystem remembers which
-// samples it pushed whole (resident) and pushes those no more. The kernel never says when
+// samples it pushed whole, or answered READs for to their end, which leaves the file in the
+// page cache just as well (resident), and pushes those no more. The kernel never says when
 // it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
 // are all cached never comes, so a READ of a resident sample means the kernel dropped
 // pages (memory pressure, drop_caches) — of that file and, for all cassfs can tell, of
@@ -117,7 +118,8 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // sample is resident any more. A READ further in means the file lost some pages while its
 // first ones stayed, which the kernel does now and then with no memory pressure (seen once
 // in a few warm epochs: 32 KiB from the end of a 127 KiB file, 1.5 s after its push), so
-// only that file is no longer resident. A reader's READ already on its way when a push
+// only that file is no longer resident (a READ that reaches its end makes it resident again:
+// sampleFile.servedTo). A reader's READ already on its way when a push
 // filled the pages counts the same way: telling it apart would need the time of each push,
 // and a grace period after it hides a real reclaim that follows soon.
 func (f *FS) reading(i uint32, off int64) {

@@ -28,8 +28,9 @@ func dropPages(t *testing.T, path string) {
 
 // Push writes a sample into the page cache of its inode, which every epoch's name of the
 // sample shares: read under a name of another epoch, its pushed bytes come back with no
-// READ reaching the daemon. Without a push, the same read after the pages were dropped
-// sends READs (the control). A sample whose inode the kernel does not know is not pushed.
+// READ reaching the daemon. Without a push, a read sends READs (the control); a file so
+// read to its end stays in the page cache and is not pushed again. A sample whose inode the
+// kernel does not know is not pushed.
 func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	f := newFixture(t, 12, []string{"a", "b", "c"}, memstore.Options{})
 	var fsys *cfs.FS
@@ -54,51 +55,62 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	}
 	e0, e1 := epoch("0"), epoch("1")
 	for _, p := range e0 {
-		testkit.Must(os.ReadFile(p))(t) // the kernel now knows every sample's inode
+		sample(p) // the kernel now knows every sample's inode (a LOOKUP, no READ)
 	}
 	reads := func() int64 { return fsys.RequestStats()["read"] }
 
-	// The control: pages dropped, no push: reading under epoch 1's names sends READs.
-	dropPages(t, e0[0])
+	// The control: no push, so reading under epoch 1's name sends READs.
+	control := sample(e0[0])
 	before := reads()
-	testkit.Must(os.ReadFile(e1[slicesIndexOfSample(t, e1, sample(e0[0]), sample)]))(t)
+	if got := testkit.Must(os.ReadFile(e1[slicesIndexOfSample(t, e1, control, sample)]))(t); !bytes.Equal(got, f.blobs[f.ix.Path(control)]) {
+		t.Fatalf("the control sample read %.16q..., want its bytes", got)
+	}
 	if reads() == before {
-		t.Fatalf("a read after its pages were dropped sent no READ: the test cannot tell a push from the page cache")
+		t.Fatalf("a read of a file never pushed sent no READ: the test cannot tell a push from the page cache")
 	}
 
-	// Pushed bytes other than the store's, to tell which path served.
+	// Pushed bytes other than the store's, to tell which path served. The control sample
+	// is in the page cache from its READs: its push is not sent.
 	for _, p := range e0 {
-		dropPages(t, p)
 		i := sample(p)
-		size := int(f.ix.Size(i))
-		if !fsys.Push(i, bytes.Repeat([]byte{'P'}, size)) {
-			t.Fatalf("push of sample %d, looked up and read: refused (%+v)", i, fsys.PushStats())
+		if i != control {
+			dropPages(t, p)
+		}
+		if !fsys.Push(i, bytes.Repeat([]byte{'P'}, int(f.ix.Size(i)))) {
+			t.Fatalf("push of sample %d, looked up: refused (%+v)", i, fsys.PushStats())
 		}
 	}
 	before = reads()
 	for _, p := range e1 {
-		got := testkit.Must(os.ReadFile(p))(t)
-		if strings.Trim(string(got), "P") != "" || int64(len(got)) != f.ix.Size(sample(p)) {
-			t.Errorf("%s: read %.16q... (%d bytes), want the %d pushed bytes", p, got, len(got), f.ix.Size(sample(p)))
+		got, want := testkit.Must(os.ReadFile(p))(t), bytes.Repeat([]byte{'P'}, int(f.ix.Size(sample(p))))
+		if sample(p) == control {
+			want = f.blobs[f.ix.Path(control)]
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: read %.16q... (%d bytes), want %.16q... (%d bytes)", p, got, len(got), want, len(want))
 		}
 	}
 	if n := reads() - before; n != 0 {
-		t.Errorf("reading %d pushed samples under epoch 1's names sent %d READs, want none", len(e1), n)
+		t.Errorf("reading %d samples pushed or read before under epoch 1's names sent %d READs, want none", len(e1), n)
 	}
 	// An mmap reader sees the pushed pages too.
-	fl := testkit.Must(os.Open(e1[0]))(t)
+	mapped := e1[0]
+	if sample(mapped) == control {
+		mapped = e1[1]
+	}
+	fl := testkit.Must(os.Open(mapped))(t)
 	defer fl.Close()
-	size := int(f.ix.Size(sample(e1[0])))
+	size := int(f.ix.Size(sample(mapped)))
 	m := testkit.Must(unix.Mmap(int(fl.Fd()), 0, size, unix.PROT_READ, unix.MAP_PRIVATE))(t)
 	if strings.Trim(string(m), "P") != "" || len(m) != size {
-		t.Errorf("%s mapped: %.16q... (%d bytes), want the %d pushed bytes", e1[0], m, len(m), size)
+		t.Errorf("%s mapped: %.16q... (%d bytes), want the %d pushed bytes", mapped, m, len(m), size)
 	}
 	testkit.Check(t, unix.Munmap(m))
 	if n := reads() - before; n != 0 {
 		t.Errorf("an mmap read of a pushed sample sent %d READs, want none", n)
 	}
-	if s := fsys.PushStats(); s.Pushed != int64(len(e0)) || s.Failed != 0 || s.Unknown != 1 {
-		t.Errorf("push stats %+v, want %d pushed, none failed, the one before any lookup unknown", s, len(e0))
+	if s := fsys.PushStats(); s.Pushed != int64(len(e0)-1) || s.Resident != 1 || s.Failed != 0 || s.Unknown != 1 {
+		t.Errorf("push stats %+v, want %d pushed, the control resident, none failed, the one before any lookup unknown", s, len(e0)-1)
 	}
 }
 
@@ -221,8 +233,7 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 	}
 	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
 	for _, p := range e0 {
-		testkit.Must(os.ReadFile(p))(t) // the kernel knows every inode
-		dropPages(t, p)
+		sample(p) // the kernel knows every inode
 	}
 	if n := pushAll(e0, 'P'); n != int64(len(e0)) {
 		t.Fatalf("first pushes: %d of %d sent", n, len(e0))
@@ -235,18 +246,19 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 		t.Errorf("epoch 1: %d of %d files hold the first pushes, %d READs; want all, none", n, len(e1), reads()-before)
 	}
 
-	// Pages reclaimed: the READ of one sample that comes then makes every sample pushed again.
+	// Pages reclaimed: the READ of one sample that comes then makes every sample pushed
+	// again, but that one, read back whole.
 	dropPages(t, e1[0])
 	testkit.Must(os.ReadFile(e1[0]))(t)
 	if s := fsys.PushStats(); s.Reclaims != 1 {
 		t.Errorf("a READ of a resident sample: %+v, want one reclaim noticed", s)
 	}
-	if n := pushAll(e0, 'Q'); n != int64(len(e0)) {
-		t.Errorf("pushes after a reclaim was noticed: %d of %d sent", n, len(e0))
+	if n := pushAll(e0, 'Q'); n != int64(len(e0)-1) {
+		t.Errorf("pushes after a reclaim was noticed: %d of %d sent, want all but the one read back", n, len(e0))
 	}
 	before = reads()
-	if n := readAll(e2, 'Q'); n != len(e2) || reads() != before {
-		t.Errorf("epoch 2: %d of %d files hold the pushes after the reclaim, %d READs; want all, none", n, len(e2), reads()-before)
+	if n := readAll(e2, 'Q'); n != len(e2)-1 || reads() != before {
+		t.Errorf("epoch 2: %d of %d files hold the pushes after the reclaim, %d READs; want all but one, none", n, len(e2), reads()-before)
 	}
 }
 
@@ -369,9 +381,9 @@ func TestListingBindsOnlyUnderStrictBinding(t *testing.T) {
 	}
 }
 
-// A READ further into a resident file (its first pages stayed, later ones were dropped)
-// makes only that file be pushed again; a READ from its start makes every file be.
-func TestPartlyDroppedFileIsPushedAgainAlone(t *testing.T) {
+// A READ further into a resident file (its first pages stayed, later ones were dropped) is
+// no reclaim of others: that file is read back whole and stays resident, the others too.
+func TestPartlyDroppedFileIsNoReclaim(t *testing.T) {
 	f := newFixtureSized(t, 12, []string{"a", "b", "c"}, memstore.Options{}, nil, nil, func(int) int { return 1500 }) // ~25 KB, 7 pages
 	var fsys *cfs.FS
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
@@ -398,8 +410,7 @@ func TestPartlyDroppedFileIsPushedAgainAlone(t *testing.T) {
 	}
 	e0, e1, e2 := epoch("0"), epoch("1"), epoch("2")
 	for _, p := range e0 {
-		testkit.Must(os.ReadFile(p))(t)
-		dropPages(t, p)
+		sample(p)
 	}
 	pushAll(e0, 'P')
 	// The tail of one file dropped: reading it sends a READ from the middle.
@@ -414,16 +425,17 @@ func TestPartlyDroppedFileIsPushedAgainAlone(t *testing.T) {
 	if s := fsys.PushStats(); s.Reclaims != 0 {
 		t.Errorf("a READ from the middle of a file: %+v, want no reclaim noticed", s)
 	}
-	if n := pushAll(e0, 'Q'); n != 1 {
-		t.Errorf("after one file's tail was dropped, %d files pushed again, want that one", n)
+	if n := pushAll(e0, 'Q'); n != 0 {
+		t.Errorf("after one file's tail was dropped and read back, %d files pushed again, want none", n)
 	}
 	for _, p := range e2 {
-		want := byte('P')
-		if sample(p) == sample(e1[0]) {
-			want = 'Q'
+		i := sample(p)
+		want := bytes.Repeat([]byte{'P'}, int(f.ix.Size(i)))
+		if i == sample(e1[0]) { // its first pages pushed, the rest read back from the store
+			want = append(want[:8192], f.blobs[f.ix.Path(i)][8192:]...)
 		}
-		if got := testkit.Must(os.ReadFile(p))(t); strings.Trim(string(got), string(want)) != "" {
-			t.Errorf("%s: %.16q..., want %q throughout", p, got, want)
+		if got := testkit.Must(os.ReadFile(p))(t); !bytes.Equal(got, want) {
+			t.Errorf("%s: %.16q... (%d bytes), want %.16q... (%d bytes)", p, got, len(got), want, len(want))
 		}
 	}
 }
