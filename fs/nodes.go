@@ -505,7 +505,7 @@ func (s *sampleFile) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errn
 }
 
 func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	s.fs.reading(s.i, off)
+	s.fs.reading(s.i)
 	if s.fs.cfg.Backing != nil && !s.fs.passthrough.Load() {
 		if r, ok := s.readFile(off, len(dest)); ok {
 			return r, 0

@@ -45,13 +45,14 @@ type PushStats struct {
 	// Resident counts pushes not made because the sample was pushed whole before and no
 	// READ has shown its pages gone since.
 	Resident int64
-	// Reclaims counts READs that found the pages of a resident sample gone: each made the
-	// filesystem forget which samples are resident.
+	// Reclaims counts the times READs found the pages of resident samples gone, and the
+	// filesystem forgot which samples are resident (see FS.reading).
 	Reclaims int64
 }
 
 type pushCounters struct {
 	pushed, bytes, unknown, failed, resident, reclaims atomic.Int64
+	suspect                                            atomic.Int64 // READs of resident files since the marks were last forgotten
 }
 
 // PushStats returns the pushes so far.
@@ -112,24 +113,30 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	return true
 }
 
-// reading is told of every READ of sample i (or of its target) at offset off. If i is
-// resident, some of its pages were dropped. A READ from the start of the file means the
-// whole file was (a reader reads from its start), and which others were is unknown, so no
-// sample is resident any more. A READ further in means the file lost some pages while its
-// first ones stayed, which the kernel does now and then with no memory pressure (seen once
-// in a few warm epochs: 32 KiB from the end of a 127 KiB file, 1.5 s after its push), so
-// only that file is no longer resident (a READ that reaches its end makes it resident again:
-// sampleFile.servedTo). A reader's READ already on its way when a push
-// filled the pages counts the same way: telling it apart would need the time of each push,
-// and a grace period after it hides a real reclaim that follows soon.
-func (f *FS) reading(i uint32, off int64) {
-	switch {
-	case !f.resident.Has(i):
-	case off == 0:
+// reclaimAfter is how many READs of resident files make the filesystem forget every mark
+// (see reading).
+const reclaimAfter = 4
+
+// reading is told of every READ of sample i (or of its target). If i is
+// resident, some of its pages were dropped: it is resident no more (until a READ reaching
+// its end makes it so again: sampleFile.servedTo). Which other files lost pages is
+// unknown; the reclaimAfter-th such READ since the marks were last forgotten makes them
+// all be forgotten, so that pushes go on as before. Not the first: READs of resident files
+// come now and then with no memory pressure (about once in a few warm epochs; one logged
+// was 32 KiB from the end of a 127 KiB file, 1.5 s after its push), and forgetting every
+// mark for one costs a whole epoch of pushes; a real reclaim (memory pressure,
+// drop_caches) sends such READs by the dozen. A reader's READ already on its way when a
+// push filled the pages counts the same way: telling it apart would need the time of each
+// push, and a grace period after it hides a real reclaim that follows soon.
+func (f *FS) reading(i uint32) {
+	if !f.resident.Has(i) {
+		return
+	}
+	f.resident.Put(i, false)
+	if f.push.suspect.Add(1) >= reclaimAfter {
+		f.push.suspect.Store(0)
 		f.resident.Clear()
 		f.push.reclaims.Add(1)
-	default:
-		f.resident.Put(i, false)
 	}
 }
 
