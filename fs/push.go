@@ -2,6 +2,7 @@ package fs
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -52,7 +53,7 @@ type PushStats struct {
 
 type pushCounters struct {
 	pushed, bytes, unknown, failed, resident, reclaims atomic.Int64
-	suspect                                            atomic.Int64 // READs of resident files since the marks were last forgotten
+	suspect, suspectSince                              atomic.Int64 // READs of resident files since suspectSince (Unix ns)
 }
 
 // PushStats returns the pushes so far.
@@ -113,26 +114,32 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	return true
 }
 
-// reclaimAfter is how many READs of resident files make the filesystem forget every mark
-// (see reading).
-const reclaimAfter = 4
+// reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
+// every mark (see reading).
+const (
+	reclaimAfter  = 4
+	reclaimWithin = time.Second
+)
 
-// reading is told of every READ of sample i (or of its target). If i is
-// resident, some of its pages were dropped: it is resident no more (until a READ reaching
-// its end makes it so again: sampleFile.servedTo). Which other files lost pages is
-// unknown; the reclaimAfter-th such READ since the marks were last forgotten makes them
-// all be forgotten, so that pushes go on as before. Not the first: READs of resident files
-// come now and then with no memory pressure (about once in a few warm epochs; one logged
-// was 32 KiB from the end of a 127 KiB file, 1.5 s after its push), and forgetting every
-// mark for one costs a whole epoch of pushes; a real reclaim (memory pressure,
-// drop_caches) sends such READs by the dozen. A reader's READ already on its way when a
-// push filled the pages counts the same way: telling it apart would need the time of each
-// push, and a grace period after it hides a real reclaim that follows soon.
+// reading is told of every READ of sample i (or of its target). If i is resident, some of
+// its pages were dropped: it is resident no more (until a READ reaching its end makes it so
+// again: sampleFile.servedTo). Which other files lost pages is unknown; reclaimAfter such
+// READs within reclaimWithin make every mark be forgotten, so that pushes go on as before.
+// Not one: READs of resident files come now and then with no memory pressure, one at a
+// time (a reader's READ already on its way as a push filled the pages; also, with no cause
+// found, a 4 KiB READ at the start of a file pushed 4 s before, and 32 KiB from the end of
+// another pushed 1.5 s before), and forgetting every mark for one costs a whole epoch of
+// pushes; a real reclaim (memory pressure, drop_caches) sends them by the dozen at once.
 func (f *FS) reading(i uint32) {
 	if !f.resident.Has(i) {
 		return
 	}
 	f.resident.Put(i, false)
+	now := time.Now().UnixNano()
+	if now-f.push.suspectSince.Load() > int64(reclaimWithin) {
+		f.push.suspectSince.Store(now)
+		f.push.suspect.Store(0)
+	}
 	if f.push.suspect.Add(1) >= reclaimAfter {
 		f.push.suspect.Store(0)
 		f.resident.Clear()
