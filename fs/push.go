@@ -117,7 +117,7 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
 // every mark (see reading).
 const (
-	reclaimAfter  = 4
+	reclaimAfter  = 32
 	reclaimWithin = time.Second
 )
 
@@ -125,11 +125,12 @@ const (
 // its pages were dropped: it is resident no more (until a READ reaching its end makes it so
 // again: sampleFile.servedTo). Which other files lost pages is unknown; reclaimAfter such
 // READs within reclaimWithin make every mark be forgotten, so that pushes go on as before.
-// Not one: READs of resident files come now and then with no memory pressure, one at a
-// time (a reader's READ already on its way as a push filled the pages; also, with no cause
-// found, a 4 KiB READ at the start of a file pushed 4 s before, and 32 KiB from the end of
-// another pushed 1.5 s before), and forgetting every mark for one costs a whole epoch of
-// pushes; a real reclaim (memory pressure, drop_caches) sends them by the dozen at once.
+// Not fewer: READs of resident files come now and then with no memory pressure, a few at
+// a time (logged over three runs of three warm DALI epochs: two groups of four within 50
+// ms, each a READ of 4–16 KiB somewhere in a file marked 1.2–2.4 s before, cause not
+// found; also a reader's READ already on its way as a push filled the pages), and
+// forgetting every mark for them costs a whole epoch of pushes; a real reclaim (memory
+// pressure, drop_caches) sends one for every file read, thousands a second.
 func (f *FS) reading(i uint32) {
 	if !f.resident.Has(i) {
 		return
