@@ -94,8 +94,9 @@ the kernel knows them, and their bytes are pushed then (a class directory whose 
 are all held is listed instead, one request for many names): readers walking an epoch in
 order send no request at all for most files (one name in 32 is left to them: their
 lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel
-may reclaim; a read of one that was reclaimed is served as without pushing (and makes
-cassfs push again files it had pushed whole, which it otherwise skips). --cache-size
+may reclaim; a read of one that was reclaimed is served as without pushing (and many at
+once make cassfs push again the files it had pushed or read whole, which it otherwise
+skips). --cache-size
 bounds what the daemon holds, not the page cache.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
