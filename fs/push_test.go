@@ -26,6 +26,26 @@ func dropPages(t *testing.T, path string) {
 	testkit.Check(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
 }
 
+// epochPaths are the paths of epoch n's files under mount mnt, in file_list.txt order.
+func epochPaths(t *testing.T, mnt, n string) (paths []string) {
+	t.Helper()
+	root := filepath.Join(mnt, "all", "epoch-"+n)
+	for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
+		name, _ := splitLine(line)
+		paths = append(paths, filepath.Join(root, name))
+	}
+	return paths
+}
+
+// sampleOf is the sample a path shows (its inode number is firstSampleIno + its index);
+// the stat makes the kernel know the inode.
+func sampleOf(t *testing.T, p string) uint32 {
+	t.Helper()
+	var st unix.Stat_t
+	testkit.Check(t, unix.Stat(p, &st))
+	return uint32(st.Ino - 1<<20)
+}
+
 // Push writes a sample into the page cache of its inode, which every epoch's name of the
 // sample shares: read under a name of another epoch, its pushed bytes come back with no
 // READ reaching the daemon. Without a push, a read sends READs (the control); a file so
@@ -35,20 +55,8 @@ func TestPushServesLaterEpochsFromThePageCache(t *testing.T) {
 	f := newFixture(t, 12, []string{"a", "b", "c"}, memstore.Options{})
 	var fsys *cfs.FS
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
-	epoch := func(n string) (names []string) {
-		root := filepath.Join(mnt, "all", "epoch-"+n)
-		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
-			name, _ := splitLine(line)
-			names = append(names, filepath.Join(root, name))
-		}
-		return names
-	}
-	// Sample of a path: the inode number is firstSampleIno + its index.
-	sample := func(p string) uint32 {
-		var st unix.Stat_t
-		testkit.Check(t, unix.Stat(p, &st))
-		return uint32(st.Ino - 1<<20)
-	}
+	epoch := func(n string) []string { return epochPaths(t, mnt, n) }
+	sample := func(p string) uint32 { return sampleOf(t, p) }
 	// No sample was looked up yet: the kernel knows no inode to push into.
 	if fsys.Push(0, make([]byte, f.ix.Size(0))) || fsys.PushStats().Unknown != 1 {
 		t.Errorf("a push before any lookup: stats %+v, want it refused as unknown", fsys.PushStats())
@@ -126,6 +134,32 @@ func slicesIndexOfSample(t *testing.T, names []string, i uint32, sample func(str
 	return -1
 }
 
+// lookaheadMount mounts f with a prefetcher and pushing, and has names looked up ahead by
+// a helper served in this process (64 ahead, one name in every left to the reader); stop
+// ends the helper and checks it ended well.
+func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
+	t.Helper()
+	n := f.ix.Len()
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
+		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
+	p = prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
+	t.Cleanup(p.Close)
+	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
+		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
+	}})
+	toHelper, fromDaemon := io.Pipe()
+	toDaemon, fromHelper := io.Pipe()
+	helped := make(chan error, 1)
+	go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
+	fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: every})
+	return mnt, fsys, p, func() {
+		fromDaemon.Close()
+		if err := <-helped; err != nil {
+			t.Errorf("helper: %v", err)
+		}
+	}
+}
+
 // TestLookahead: a helper looks the names of an epoch up ahead of a reader walking
 // file_list.txt, so most of the reader's lookups never reach the daemon (the kernel has
 // the names), and the blobs pushed as their names were looked up are what the reader
@@ -136,38 +170,9 @@ func TestLookahead(t *testing.T) {
 		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
 			const n = 400
 			f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
-			var fsys *cfs.FS
-			cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
-				Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
-			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
-			defer p.Close()
-			mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
-				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
-			}})
-			toHelper, fromDaemon := io.Pipe()
-			toDaemon, fromHelper := io.Pipe()
-			helped := make(chan error, 1)
-			go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
-			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: 8})
+			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, 8)
 
-			root := filepath.Join(mnt, "all", "epoch-0")
-			lines := strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n")
-			seen := map[string]bool{}
-			for _, line := range lines {
-				name, _ := splitLine(line)
-				got := testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
-				var src string
-				for s, b := range f.blobs {
-					if bytes.Equal(b, got) {
-						src = s
-					}
-				}
-				if src == "" || seen[src] || class(src) != class(name) {
-					t.Fatalf("%s: read the bytes of %q (seen before: %v), want a sample of its class once", name, src, seen[src])
-				}
-				seen[src] = true
-				time.Sleep(200 * time.Microsecond) // a reader that does something with what it read
-			}
+			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
 			own, reads, ahead := fsys.Stats().Lookups-fsys.LookaheadStats().Answered, fsys.RequestStats()["read"], fsys.LookaheadStats()
 			t.Logf("%d files: %d lookups by the reader, %d READs; %+v ahead; pushes %+v", n, own, reads, ahead, fsys.PushStats())
 			if own > n/3 {
@@ -181,10 +186,7 @@ func TestLookahead(t *testing.T) {
 			if st := p.Stats(); len(st) != 1 || st[0].Consumed < n-8 || st[0].Consumed > n {
 				t.Errorf("prefetch stream %+v: want the reader's progress followed to the end (%d), each file once", st, n)
 			}
-			fromDaemon.Close()
-			if err := <-helped; err != nil {
-				t.Errorf("helper: %v", err)
-			}
+			stop()
 		})
 	}
 }
@@ -196,19 +198,8 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 	f := newFixture(t, 12, []string{"a", "b", "c"}, memstore.Options{})
 	var fsys *cfs.FS
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
-	epoch := func(n string) (names []string) {
-		root := filepath.Join(mnt, "all", "epoch-"+n)
-		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
-			name, _ := splitLine(line)
-			names = append(names, filepath.Join(root, name))
-		}
-		return names
-	}
-	sample := func(p string) uint32 {
-		var st unix.Stat_t
-		testkit.Check(t, unix.Stat(p, &st))
-		return uint32(st.Ino - 1<<20)
-	}
+	epoch := func(n string) []string { return epochPaths(t, mnt, n) }
+	sample := func(p string) uint32 { return sampleOf(t, p) }
 	reads := func() int64 { return fsys.RequestStats()["read"] }
 	// pushAll pushes every sample of names as bytes of fill and reports how many the
 	// kernel was sent.
@@ -294,7 +285,7 @@ func readEpochInOrder(t *testing.T, f *fixture, root string) int {
 			t.Fatalf("%s: read the bytes of %q (seen before: %v), want a sample of its class once", name, src, seen[src])
 		}
 		seen[src] = true
-		time.Sleep(100 * time.Microsecond)
+		time.Sleep(200 * time.Microsecond) // a reader that does something with what it read
 	}
 	return len(lines)
 }
@@ -312,19 +303,7 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const n, every = 400, 8
 			f := newFixture(t, n, classes, memstore.Options{})
-			var fsys *cfs.FS
-			cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
-				Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
-			p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
-			defer p.Close()
-			mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
-				c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
-			}})
-			toHelper, fromDaemon := io.Pipe()
-			toDaemon, fromHelper := io.Pipe()
-			helped := make(chan error, 1)
-			go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
-			fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: every})
+			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, every)
 
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
 			if tc.ownList {
@@ -354,10 +333,7 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 			if st := p.Stats(); len(st) != 1 || st[0].Consumed < 2*(n-every) || st[0].Consumed > 2*n {
 				t.Errorf("prefetch stream %+v: want the reader's progress followed to the end of epoch 1 (%d), each file once", st, 2*n)
 			}
-			fromDaemon.Close()
-			if err := <-helped; err != nil {
-				t.Errorf("helper: %v", err)
-			}
+			stop()
 		})
 	}
 }
@@ -400,19 +376,8 @@ func TestPartlyDroppedFileIsNoReclaim(t *testing.T) {
 	f := newFixtureSized(t, 12, []string{"a", "b", "c"}, memstore.Options{}, nil, nil, func(int) int { return 1500 }) // ~25 KB, 7 pages
 	var fsys *cfs.FS
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
-	epoch := func(n string) (names []string) {
-		root := filepath.Join(mnt, "all", "epoch-"+n)
-		for _, line := range strings.Split(strings.TrimSpace(string(testkit.Must(os.ReadFile(filepath.Join(root, "file_list.txt")))(t))), "\n") {
-			name, _ := splitLine(line)
-			names = append(names, filepath.Join(root, name))
-		}
-		return names
-	}
-	sample := func(p string) uint32 {
-		var st unix.Stat_t
-		testkit.Check(t, unix.Stat(p, &st))
-		return uint32(st.Ino - 1<<20)
-	}
+	epoch := func(n string) []string { return epochPaths(t, mnt, n) }
+	sample := func(p string) uint32 { return sampleOf(t, p) }
 	pushAll := func(names []string, fill byte) (sent int64) {
 		before := fsys.PushStats().Pushed
 		for _, p := range names {
