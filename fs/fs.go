@@ -113,9 +113,8 @@ type Config struct {
 	// reader is about to read it, from the page cache if its bytes were pushed there
 	// (FS.Push), so no READ may come to say it was read.
 	Looked func(i uint32)
-	// Held reports whether sample i is at hand: its blob in the cache, to push, or its
-	// file in the page cache already (FS.Resident), or in the disk tier. Names are looked
-	// up ahead of the readers (StartLookahead) only over held samples.
+	// Held reports whether sample i's blob is at hand to push (the cache has it): names
+	// are looked up ahead of the readers (StartLookahead) only over held samples.
 	Held func(i uint32) bool
 	// LookedAhead is told when a name of sample i was looked up ahead of its reader: the
 	// kernel knows the inode now, so its blob can be pushed (and counts as read: the

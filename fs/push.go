@@ -114,10 +114,6 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	return true
 }
 
-// Resident reports whether sample i's file is whole in the page cache as far as the
-// filesystem knows: pushed whole, or read whole through it, and no READ of it since.
-func (f *FS) Resident(i uint32) bool { return f.resident.Has(i) }
-
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
 // every mark (see reading).
 const (

@@ -134,20 +134,18 @@ func slicesIndexOfSample(t *testing.T, names []string, i uint32, sample func(str
 	return -1
 }
 
-// lookaheadMount mounts f with a prefetcher, a cache of maxBytes and pushing, and has names
-// looked up ahead by a helper served in this process (64 ahead, one name in every left to
-// the reader) over samples the cache holds or the page cache has whole (as package mount
-// wires it); stop ends the helper and checks it ended well.
-func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int, maxBytes int64) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
+// lookaheadMount mounts f with a prefetcher and pushing, and has names looked up ahead by
+// a helper served in this process (64 ahead, one name in every left to the reader); stop
+// ends the helper and checks it ended well.
+func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
 	t.Helper()
 	n := f.ix.Len()
-	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: maxBytes, Samples: n,
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
 		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
 	p = prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
 	t.Cleanup(p.Close)
 	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
-		c.Looked, c.LookedAhead = cache.Looked, func(i uint32) { cache.PushHeld(i) }
-		c.Held = func(i uint32) bool { return cache.Has(i) || fsys.Resident(i) }
+		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
 	}})
 	toHelper, fromDaemon := io.Pipe()
 	toDaemon, fromHelper := io.Pipe()
@@ -172,7 +170,7 @@ func TestLookahead(t *testing.T) {
 		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
 			const n = 400
 			f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
-			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, 8, 1<<30)
+			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, 8)
 
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
 			own, reads, ahead := fsys.Stats().Lookups-fsys.LookaheadStats().Answered, fsys.RequestStats()["read"], fsys.LookaheadStats()
@@ -300,19 +298,12 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		arrival, ownList bool
-		cacheBytes       int64
-	}{
-		{"strict", false, false, 1 << 30},
-		{"arrival", true, false, 1 << 30},
-		{"arrival, listed by a reader first", true, true, 1 << 30},
-		// Most samples only in the page cache, read whole there in epoch 0: at hand too.
-		{"arrival, a cache of a quarter of the dataset", true, false, 100 << 10},
-	} {
+	}{{"strict", false, false}, {"arrival", true, false}, {"arrival, listed by a reader first", true, true}} {
 		arrival := tc.arrival
 		t.Run(tc.name, func(t *testing.T) {
 			const n, every = 400, 8
 			f := newFixture(t, n, classes, memstore.Options{})
-			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, every, tc.cacheBytes)
+			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, every)
 
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
 			if tc.ownList {

@@ -41,8 +41,8 @@
 // (Prefetcher.Next, atomics) and the push predicate's bitset reads. Pushes into the page
 // cache (fs.FS.Push) and arrival callbacks run after Cache.mu is released. view.Set reports
 // accesses to the prefetcher with none of its locks held; arrival binding holds its
-// epoch's lock while it asks whether samples arrived (Cache.Has, fs.FS.Resident and
-// disktier.Tier.Holds, bitset reads); the prefetcher asks a stream's epoch order
+// epoch's lock while it asks the cache whether samples arrived (Cache.Has, a bitset read
+// here since the cache knows the sample count); the prefetcher asks a stream's epoch order
 // (view.Stream.Order, which takes view.Set.mu) with no lock of its own held.
 // disktier.Tier.mu and fs's locks are leaves: nothing is taken while they are held (fs's
 // lookahead asks Cache.Has under its lock, a bitset read).
@@ -177,13 +177,10 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		Shard:      o.Shard,
 		EpochViews: o.EpochViews,
 		Mode:       o.Order,
+		Arrived:    m.cache.Has,
 	}
-	// A sample is at hand when the cache holds it, its file in the page cache is whole as
-	// far as the filesystem knows (with pushing), or the disk tier holds it: a name bound
-	// to it, or looked up ahead for it, keeps no reader waiting. m.FS is made below, before
-	// anything is looked up.
-	vc.Arrived = func(i uint32) bool {
-		return m.cache.Has(i) || co.Push != nil && m.FS.Resident(i) || m.disk != nil && m.disk.Holds(i)
+	if m.disk != nil {
+		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
 	}
 	if o.Prefetch > 0 {
 		// Samples: the cache evicts the blob the known epoch orders read farthest ahead;
@@ -197,7 +194,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log}
 	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, vc.Arrived, func(i uint32) { m.cache.PushHeld(i) }
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
 	}
 	if m.disk != nil {
 		fc.Backing = diskBacking{m.disk, m.cache}
