@@ -29,10 +29,11 @@ import (
 // page cache just as well (resident), and pushes those no more. The kernel never says when
 // it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
 // are all cached never comes, so a READ of a resident sample means the kernel dropped
-// pages (memory pressure, drop_caches) — of that file and, for all cassfs can tell, of
-// others. Every mark is then forgotten and pushes go on as before until each is made
-// again. What that costs: one READ per reclaim noticed, answered as without pushing. The
-// daemon cannot look at the page cache itself (mincore or cachestat need a file of its own
+// pages of that file (it is unmarked), and many at once mean a reclaim (memory pressure,
+// drop_caches): every mark is then forgotten and pushes go on as before until each is made
+// again (reading). What that costs: a READ for each file whose pages went, answered as
+// without pushing, as many as it takes to tell a reclaim from strays. The daemon cannot
+// look at the page cache itself (mincore or cachestat need a file of its own
 // mount open, which it never does, see Mount); an inode the kernel forgets loses its mark.
 
 // PushStats counts pushes into the kernel's page cache.
