@@ -152,7 +152,7 @@ type FS struct {
 	// an inode the kernel does not know is refused (ENOENT), so it is not tried.
 	known, knownTargets bitset.Set
 	// resident has bit i set while sample i's pages (and its target's) are in the page
-	// cache as far as cassfs knows: pushed whole, and no READ of it since (push.go).
+	// cache as far as cassfs knows: pushed or read whole, and no READ of it since (push.go).
 	resident   bitset.Set
 	push       pushCounters
 	ahead      atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone

@@ -57,7 +57,7 @@ import (
 // # Whole class directories
 //
 // A name looked up by the helper costs a LOOKUP each, a round trip through the kernel, the
-// helper and the daemon: measured on a warm epoch, 25–32 µs of the helper's CPU per file
+// helper and the daemon: measured on warm epochs, 17–32 µs of the helper's CPU per file
 // besides the daemon's. Where every sample of a class directory is held, the helper lists
 // the directory instead ("L<seq> <path>"): the kernel sends READDIRPLUS, go-fuse asks the
 // listing to look each entry up (classListing), and every name of the class is bound and

@@ -44,8 +44,8 @@ type PushStats struct {
 	// forgotten, or its first lookup not answered yet (not tried, or answered ENOENT).
 	Unknown int64
 	Failed  int64 // refused by the kernel for another reason (memory)
-	// Resident counts pushes not made because the sample was pushed whole before and no
-	// READ has shown its pages gone since.
+	// Resident counts pushes not made because the sample is resident: pushed or read whole
+	// before, and no READ has shown its pages gone since.
 	Resident int64
 	// Reclaims counts the times READs found the pages of resident samples gone, and the
 	// filesystem forgot which samples are resident (see FS.reading).
@@ -67,8 +67,8 @@ func (f *FS) PushStats() PushStats {
 // targets) into the kernel's page cache of its inode, and of its target's, so that a reader
 // reads them with no request to cassfs. It reports whether the sample's blob is there now.
 // A push the kernel cannot take costs one system call and is counted; the sample is then
-// served by READs as without pushing. A sample pushed whole before, with no sign since that
-// its pages are gone, is not pushed again. data is not kept.
+// served by READs as without pushing. A resident sample (pushed or read whole before, with
+// no sign since that its pages are gone) is not pushed again. data is not kept.
 func (f *FS) Push(i uint32, data []byte) bool {
 	s := f.server.Load()
 	if s == nil || !f.known.Has(i) {

@@ -76,7 +76,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 			func() float64 { return float64(f.Stats().Lookups) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_pushed_bytes_total", Help: "Bytes written into the kernel's page cache ahead of readers (--push)."},
 			func() float64 { return float64(f.PushStats().Bytes) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_reclaims_total", Help: "READs of files pushed whole before (--push): the kernel had reclaimed their pages, so every file is pushed again when wanted."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_reclaims_total", Help: "Reclaims of the page cache noticed (--push): many READs at once of files pushed or read whole before, after which every file is pushed again when wanted."},
 			func() float64 { return float64(f.PushStats().Reclaims) }),
 		&requestsCollector{f: f},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_lookahead_names_total", Help: "Names looked up ahead of the readers by the helper process (--look-ahead)."},
@@ -93,7 +93,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 	} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cassfs_page_cache_pushes_total", ConstLabels: prometheus.Labels{"result": r.result},
-			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); resident (not sent: pushed whole before, and no READ has shown its pages gone since).",
+			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); resident (not sent: pushed or read whole before, and no READ has shown its pages gone since).",
 		}, func() float64 { return float64(r.v(f.PushStats())) }))
 	}
 }

@@ -93,11 +93,10 @@ of an epoch along its order ahead of the readers, over samples already fetched, 
 the kernel knows them, and their bytes are pushed then (a class directory whose samples
 are all held is listed instead, one request for many names): readers walking an epoch in
 order send no request at all for most files (one name in 32 is left to them: their
-lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel
-may reclaim; a read of one that was reclaimed is served as without pushing (and many at
-once make cassfs push again the files it had pushed or read whole, which it otherwise
-skips). --cache-size
-bounds what the daemon holds, not the page cache.
+lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which
+the kernel may reclaim; a read of one that was reclaimed is served as without pushing
+(and many at once make cassfs push again the files it had pushed or read whole, which it
+otherwise skips). --cache-size bounds what the daemon holds, not the page cache.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
