@@ -98,12 +98,15 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 	// answered ENOSYS like any request. NewServer has already answered INIT (go-fuse
 	// v2.12: handleInit), so the kernel settings are known below.
 	raw := countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), c: &f.requests}
-	server, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	server, err := newServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}
 	f.server.Store(server)
-	go server.Serve()
+	go func() {
+		server.Serve()
+		serverDone()
+	}()
 	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
 	// sends none again, so the choice holds for the mount's life.
 	if f.cfg.Backing != nil {

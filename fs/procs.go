@@ -1,0 +1,66 @@
+package fs
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// # Ps for the work, beside go-fuse's waiting readers
+//
+// go-fuse reads requests in goroutines blocked in read(2) on /dev/fuse, and each keeps its
+// P (the Go scheduler's right to run Go code) through the call. As many as maxReaders+1
+// wait at once, maxReaders being GOMAXPROCS when the server is made (go-fuse v2.12
+// NewServer and fuseFD.readRequest; at least 2). With GOMAXPROCS at the number of cores,
+// waiting readers hold every P: a goroutine woken meanwhile (a fetch's answer, the
+// prefetcher, a push) runs only after the runtime's monitor (sysmon) takes a P back from a
+// reader in its syscall, which sysmon checks every 20 µs for as long as it keeps finding
+// such Ps (Go's runtime/proc.go, retake: a P in a syscall is left alone while another P
+// is idle). Measured on warm epochs through a mount (2 cores): sysmon's wake-ups were
+// 34–41% of the daemon's CPU, and waking nothing else.
+//
+// So every server is made with GOMAXPROCS at 2 (go-fuse's fewest readers: at most 3
+// waiting), and GOMAXPROCS is then the process's own plus readersPerServer for each server
+// serving: the readers waiting never hold the Ps the work needs, and sysmon relaxes.
+// Measured (bench/README.md): the daemon's CPU per file of a warm epoch 18–20 → 13–15 µs.
+// Had go-fuse more readers wait (a later version), GOMAXPROCS would only be too low again,
+// as before.
+var procs struct {
+	sync.Mutex
+	base    int // GOMAXPROCS before the first server
+	servers int // serving now
+}
+
+// readersPerServer is how many of a server's goroutines may wait in read(2) at once when
+// it was made with GOMAXPROCS 2 (go-fuse v2.12: maxReaders+1).
+const readersPerServer = 3
+
+// newServer is fuse.NewServer with the Ps set as above; serverDone must follow once the
+// server has stopped serving.
+func newServer(raw fuse.RawFileSystem, mountpoint string, o *fuse.MountOptions) (*fuse.Server, error) {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.servers == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	runtime.GOMAXPROCS(2)
+	s, err := fuse.NewServer(raw, mountpoint, o)
+	if err == nil {
+		procs.servers++
+	}
+	runtime.GOMAXPROCS(procs.base + readersPerServer*procs.servers)
+	return s, err
+}
+
+// serverDone gives back the Ps of a server that stopped serving.
+func serverDone() {
+	procs.Lock()
+	defer procs.Unlock()
+	procs.servers--
+	if procs.servers == 0 {
+		runtime.GOMAXPROCS(procs.base)
+		return
+	}
+	runtime.GOMAXPROCS(procs.base + readersPerServer*procs.servers)
+}

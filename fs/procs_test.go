@@ -1,0 +1,64 @@
+package fs_test
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/store/memstore"
+)
+
+// TestWaitingReadersLeaveThePs: go-fuse's goroutines waiting in read(2) on /dev/fuse keep
+// their Ps, so GOMAXPROCS is raised while a mount serves, by at least as many as wait, and
+// given back when it stops (fs/procs.go).
+func TestWaitingReadersLeaveThePs(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	t.Run("mounted", func(t *testing.T) {
+		f := newFixture(t, 64, []string{"a", "b"}, memstore.Options{})
+		mnt := f.mount(t, mountOpts{})
+		paths := epochPaths(t, mnt, "0")
+		var wg sync.WaitGroup
+		for w := range 16 { // requests at once: go-fuse starts more readers
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for _, p := range paths[w*4 : w*4+4] {
+					if _, err := os.ReadFile(p); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		time.Sleep(100 * time.Millisecond) // the readers back in read(2)
+		waiting := waitingReaders()
+		if got := runtime.GOMAXPROCS(0); got-base < waiting || got == base {
+			t.Errorf("GOMAXPROCS %d with %d go-fuse readers waiting, %d before the mount: waiting readers hold Ps the work needs", got, waiting, base)
+		}
+		t.Logf("GOMAXPROCS %d, %d readers waiting, %d before", runtime.GOMAXPROCS(0), waiting, base)
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.GOMAXPROCS(0) != base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("GOMAXPROCS %d after the unmount, %d before the mount", got, base)
+	}
+}
+
+// waitingReaders counts goroutines blocked reading /dev/fuse.
+func waitingReaders() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if strings.Contains(string(g), "fuseFD).readRequest") && strings.Contains(string(g), "syscall.Read") {
+			n++
+		}
+	}
+	return n
+}
