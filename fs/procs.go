@@ -25,7 +25,9 @@ import (
 // serving: the readers waiting never hold the Ps the work needs, and sysmon relaxes.
 // Measured (bench/README.md): the daemon's CPU per file of a warm epoch 18–20 → 13–15 µs.
 // Had go-fuse more readers wait (a later version), GOMAXPROCS would only be too low again,
-// as before.
+// as before. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of
+// the cgroup (Go 1.25+); the base is the value the runtime chose when the first server
+// was made.
 var procs struct {
 	sync.Mutex
 	base    int // GOMAXPROCS before the first server
