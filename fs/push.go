@@ -115,6 +115,18 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	return true
 }
 
+// SkipPush reports whether a push of sample i would be skipped now, its pages being in the
+// kernel's page cache (resident), and counts it as Push counts such a skip. It is a bitset
+// read and a counter: the cache asks it under its lock, and a warm epoch then costs no
+// goroutine per sample to learn that there is nothing to push.
+func (f *FS) SkipPush(i uint32) bool {
+	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {
+		return false
+	}
+	f.push.resident.Add(1)
+	return true
+}
+
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
 // every mark (see reading).
 const (

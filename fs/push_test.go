@@ -232,6 +232,16 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 	if n := pushAll(e0, 'Q'); n != 0 || fsys.PushStats().Resident != int64(len(e0)) {
 		t.Errorf("pushes of samples pushed whole before: %d sent (%+v), want none", n, fsys.PushStats())
 	}
+	// SkipPush says the same without a push, and counts it alike.
+	res := fsys.PushStats().Resident
+	for _, p := range e0 {
+		if !fsys.SkipPush(sample(p)) {
+			t.Errorf("SkipPush of sample %d, pushed whole: false", sample(p))
+		}
+	}
+	if got := fsys.PushStats().Resident - res; got != int64(len(e0)) {
+		t.Errorf("SkipPush counted %d resident, want %d", got, len(e0))
+	}
 	before := reads()
 	if n := readAll(e1, 'P'); n != len(e1) || reads() != before {
 		t.Errorf("epoch 1: %d of %d files hold the first pushes, %d READs; want all, none", n, len(e1), reads()-before)
@@ -256,6 +266,15 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 		if s, want := fsys.PushStats(), int64(k/(cfs.ReclaimAfter-1)); s.Reclaims != want {
 			t.Errorf("after %d READs of resident samples: %+v, want %d reclaims noticed", k+1, s, want)
 		}
+	}
+	skips := 0
+	for _, p := range e0 {
+		if fsys.SkipPush(sample(p)) {
+			skips++
+		}
+	}
+	if skips != 1 {
+		t.Errorf("after a reclaim was noticed SkipPush is true for %d samples, want 1 (the one read back)", skips)
 	}
 	if n := pushAll(e0, 'Q'); n != int64(len(e0)-1) {
 		t.Errorf("pushes after a reclaim was noticed: %d of %d sent, want all but the last read back", n, len(e0))

@@ -165,6 +165,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		// Prefetched blobs, from the database or the disk tier alike, go into the page
 		// cache ahead of their readers (m.FS is made below; pushes start after the mount).
 		co.Push = func(i uint32, data []byte) bool { return m.FS.Push(i, data) }
+		co.SkipPush = func(i uint32) bool { return m.FS.SkipPush(i) }
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds

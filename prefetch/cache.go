@@ -48,6 +48,10 @@ type CacheOptions struct {
 	// a fresh blob never read would hold back prefetching. It stays cached, first in line
 	// for eviction, for a READ that still comes (pages the kernel reclaimed).
 	Push func(i uint32, data []byte) bool
+	// SkipPush, if set with Push, reports whether Push would do nothing for sample i now
+	// (its bytes are where its reader reads them already): a held blob wanted again is
+	// then not handed to Push. It is called under the cache's lock: it must not block.
+	SkipPush func(i uint32) bool
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -55,6 +59,7 @@ type CacheOptions struct {
 type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
+	skipPush func(i uint32) bool // nil: never
 	fetch    Fetcher
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -135,7 +140,7 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
+		push: opts.Push, skipPush: opts.SkipPush, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -241,10 +246,14 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		c.freshBytes += int64(len(data))
 		if c.push != nil && c.ctx.Err() == nil {
 			// Its pages may be gone from the kernel's cache since it was read: push it
-			// again, off the caller's lock (a push is a system call and a copy).
+			// again, off the caller's lock (a push is a system call and a copy), unless
+			// they are known to be there (a goroutine per sample of a warm epoch for
+			// nothing cost the daemon measurably: bench/README.md).
 			c.pushed[i] = struct{}{}
-			c.wg.Add(1)
-			go c.pushHeld(i, data)
+			if c.skipPush == nil || !c.skipPush(i) {
+				c.wg.Add(1)
+				go c.pushHeld(i, data)
+			}
 		}
 		return true
 	}

@@ -414,6 +414,53 @@ func TestPushHeld(t *testing.T) {
 	}
 }
 
+// A held blob wanted again is not handed to Push where SkipPush says its bytes are where
+// its reader reads them already; it still counts as pushed (read once looked up).
+func TestSkipPush(t *testing.T) {
+	var mu sync.Mutex
+	pushes := map[uint32]int{}
+	resident := map[uint32]bool{}
+	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) {
+		return blobOf(i, 1000), nil
+	}), CacheOptions{MaxBytes: 1 << 20, Push: func(i uint32, data []byte) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		pushes[i]++
+		return true
+	}, SkipPush: func(i uint32) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return resident[i]
+	}})
+	defer c.Close()
+	count := func(i uint32) int { mu.Lock(); defer mu.Unlock(); return pushes[i] }
+	for i := range uint32(2) {
+		c.Prefetch(i, 1000, 10, 0, nil)
+	}
+	waitFor(t, "two pushes at arrival", func() bool { return count(0) == 1 && count(1) == 1 })
+	c.Looked(0)
+	c.Looked(1)
+	mu.Lock()
+	resident[0] = true // sample 1's pages are gone
+	mu.Unlock()
+	c.Prefetch(0, 1000, 10, 0, nil)
+	c.Prefetch(1, 1000, 10, 0, nil)
+	waitFor(t, "sample 1 pushed again", func() bool { return count(1) == 2 })
+	c.Close() // every push started has ended
+	if count(0) != 1 {
+		t.Errorf("sample 0, resident, pushed %d times, want 1 (at arrival only)", count(0))
+	}
+	c.mu.Lock()
+	_, pushed := c.pushed[0]
+	c.mu.Unlock()
+	if !pushed {
+		t.Error("sample 0, skipped as resident, is not counted as pushed: its reader's lookup would not count it read")
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Error(err)
+	}
+}
+
 // fetchFunc is a function used as a prefetch.Fetcher.
 type fetchFunc func(ctx context.Context, i uint32) ([]byte, error)
 
