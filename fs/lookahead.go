@@ -93,6 +93,12 @@ type lookahead struct {
 	lists   map[uint64]listKey    // guarded by mu: listings sent, by sequence number
 	seq     uint64                // guarded by mu
 
+	// A check of the page cache (residency.go); guarded by mu.
+	checks                        map[uint64]check // by sequence number, not answered yet
+	checkLeft, checkGone, checkOf int
+	checkAt                       time.Time
+	queued                        []string // lines for the helper besides next's
+
 	sent, answered atomic.Int64
 }
 
@@ -145,7 +151,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 		opts.Every = 32
 	}
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}}
+		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, checks: map[uint64]check{}}
 	f.ahead.Store(la)
 	f.aheadStats.Store(la)
 	go la.feed()
@@ -268,6 +274,9 @@ func (la *lookahead) feed() {
 func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 	la.mu.Lock()
 	defer la.mu.Unlock()
+	lines = append(lines, la.queued...)
+	checks := len(la.queued)
+	la.queued = la.queued[:0]
 	held := la.f.cfg.Held
 	for _, a := range la.views {
 		if a.random || a.lookups < 2*la.opts.Every {
@@ -313,7 +322,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			a.next++
 		}
 	}
-	la.sent.Add(int64(len(lines)))
+	la.sent.Add(int64(len(lines) - checks))
 	return lines, waiting
 }
 
@@ -326,6 +335,13 @@ func (la *lookahead) answers(in io.Reader) {
 	}()
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
+		if c, ok := strings.CutPrefix(sc.Text(), "C"); ok {
+			seq, verdict, _ := strings.Cut(c, " ")
+			if n, err := strconv.ParseUint(seq, 10, 64); err == nil {
+				la.checked(n, verdict == "1")
+				continue
+			}
+		}
 		seq, err := strconv.ParseUint(strings.TrimPrefix(sc.Text(), "L"), 10, 64)
 		if err != nil {
 			la.f.log.Warn("lookahead helper: unexpected answer", "line", sc.Text())
@@ -397,6 +413,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 				if list, ok := strings.CutPrefix(seq, "L"); ok {
 					seq = list
 					listDir(dir, base+p, buf)
+				} else if strings.HasPrefix(seq, "C") {
+					seq += " " + cachedWhole(dir, base+p)
 				} else {
 					for {
 						err := unix.Fstatat(dir, base+p, &st, unix.AT_SYMLINK_NOFOLLOW)

@@ -29,12 +29,13 @@ import (
 // page cache just as well (resident), and pushes those no more. The kernel never says when
 // it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
 // are all cached never comes, so a READ of a resident sample means the kernel dropped
-// pages of that file (it is unmarked), and many at once mean a reclaim (memory pressure,
-// drop_caches): every mark is then forgotten and pushes go on as before until each is made
-// again (reading). What that costs: a READ for each file whose pages went, answered as
-// without pushing, as many as it takes to tell a reclaim from strays. The daemon cannot
-// look at the page cache itself (mincore or cachestat need a file of its own
-// mount open, which it never does, see Mount); an inode the kernel forgets loses its mark.
+// pages of that file (it is unmarked), and many at once may mean a reclaim (memory
+// pressure, drop_caches): every mark is then forgotten and pushes go on as before until
+// each is made again (reading). What that costs: a READ for each file whose pages went,
+// answered as without pushing, as many as it takes to tell a reclaim from strays. The
+// daemon cannot look at the page cache itself (mincore or cachestat need a file of its
+// own mount open, which it never does, see Mount); the lookahead helper can, and is asked
+// first where it runs (residency.go). An inode the kernel forgets loses its mark.
 
 // PushStats counts pushes into the kernel's page cache.
 type PushStats struct {
@@ -50,17 +51,21 @@ type PushStats struct {
 	// Reclaims counts the times READs found the pages of resident samples gone, and the
 	// filesystem forgot which samples are resident (see FS.reading).
 	Reclaims int64
+	// Checks counts looks at the page cache made before forgetting (residency.go), and
+	// CheckedGone the resident samples they found with pages gone.
+	Checks, CheckedGone int64
 }
 
 type pushCounters struct {
 	pushed, bytes, unknown, failed, resident, reclaims atomic.Int64
 	suspect, suspectSince                              atomic.Int64 // READs of resident files since suspectSince (Unix ns)
+	checks, checkedGone                                atomic.Int64 // residency.go
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
 	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(),
-		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load()}
+		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with
@@ -137,13 +142,14 @@ const (
 // reading is told of every READ of sample i (or of its target). If i is resident, some of
 // its pages were dropped: it is resident no more (until a READ reaching its end makes it so
 // again: sampleFile.servedTo). Which other files lost pages is unknown; reclaimAfter such
-// READs within reclaimWithin make every mark be forgotten, so that pushes go on as before.
-// Not fewer: READs of resident files come now and then with no memory pressure, a few at
-// a time (logged over three runs of three warm DALI epochs: two groups of four within 50
-// ms, each a READ of 4–16 KiB somewhere in a file marked 1.2–2.4 s before, cause not
-// found; also a reader's READ already on its way as a push filled the pages), and
-// forgetting every mark for them costs a whole epoch of pushes; a real reclaim (memory
-// pressure, drop_caches) sends one for every file read, thousands a second.
+// READs within reclaimWithin make every mark be forgotten, so that pushes go on as before,
+// unless the lookahead helper, asked first, finds most files the readers read next still
+// cached (residency.go). Not fewer: READs of resident files come now and then with no
+// memory pressure, a few at a time (a proactive reclaim paging out some regions of memory:
+// DAMON's pageout scheme on the machine they were logged on; also a reader's READ already
+// on its way as a push filled the pages), and forgetting every mark for them costs a whole
+// epoch of pushes; a real reclaim (memory pressure, drop_caches) sends one for every file
+// read, thousands a second.
 func (f *FS) reading(i uint32) {
 	if !f.resident.Has(i) {
 		return
@@ -156,9 +162,17 @@ func (f *FS) reading(i uint32) {
 	}
 	if f.push.suspect.Add(1) >= reclaimAfter {
 		f.push.suspect.Store(0)
-		f.resident.Clear()
-		f.push.reclaims.Add(1)
+		if la := f.ahead.Load(); la != nil && la.checkResidency() {
+			return // the page cache is looked at first (residency.go)
+		}
+		f.forgetResident()
 	}
+}
+
+// forgetResident forgets which samples are resident: the page cache was reclaimed.
+func (f *FS) forgetResident() {
+	f.resident.Clear()
+	f.push.reclaims.Add(1)
 }
 
 // OnForget implements gofs.NodeOnForgetter: the kernel dropped the sample's inode, so its

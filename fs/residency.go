@@ -1,0 +1,137 @@
+package fs
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// # Looking at the page cache before forgetting it
+//
+// reclaimAfter READs of resident files within reclaimWithin used to make the filesystem
+// forget every mark at once (FS.reading). Reclaims are not all whole: a kernel's proactive
+// reclaim (DAMON's pageout scheme, memory.reclaim of a cgroup) pages out some regions of
+// memory and leaves the rest. On this project's test machine DAMON paged out 18 MB in a few
+// minutes with 18 GB free, and the READs that followed made the filesystem forget every
+// mark: the next warm epoch pushed all its files again (50–60 µs of daemon CPU per file
+// against 10–20, in three DALI epochs of six).
+//
+// So where the lookahead helper runs (another process, which may open files of the mount:
+// see Mount), the filesystem asks before it forgets: the helper opens each resident file
+// the readers are about to read, among the names it looked up already (so the open sends
+// nothing, and binds nothing under arrival binding), and cachestat(2) (Linux 6.5+) says
+// whether all its pages are cached. The files found short are unmarked (and pushed again as
+// their reader nears, or read by READs); if most are short, the page cache was dropped as a
+// whole and every mark is forgotten as before. One check is made at a time; one not
+// answered within reclaimWithin counts as a reclaim.
+
+// check is a file asked about: its sample and its name.
+type check struct {
+	i  uint32
+	pk pendingKey
+}
+
+// checkResidency starts a check of the resident files ahead of the readers (see above); it
+// reports false when none can be made (no names ahead looked up, or none of them marked),
+// and the caller should forget every mark.
+func (la *lookahead) checkResidency() bool {
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if la.checkLeft > 0 {
+		if time.Since(la.checkAt) < reclaimWithin {
+			return true // one at a time
+		}
+		for _, c := range la.checks { // not answered: taken for a reclaim
+			delete(la.pending, c.pk)
+		}
+		clear(la.checks)
+		la.checkLeft = 0
+		return false
+	}
+	var lines []string
+	for _, a := range la.views {
+		if a.random {
+			continue
+		}
+		for k := a.head + 1; k < min(a.head+1+la.opts.Distance, len(a.e.Order)); k++ {
+			i := a.e.Order[k]
+			pk := pendingKey{a.e.Key, uint32(k)}
+			if _, ok := la.pending[pk]; ok || !a.sent.Has(uint32(k)) || !la.f.resident.Has(i) {
+				continue
+			}
+			// Pending, and pushed: should the kernel have dropped the name, the lookup the
+			// open sends is the helper's, not a reader's (classDir.Lookup), and pushes
+			// nothing.
+			la.pending[pk] = true
+			la.seq++
+			la.checks[la.seq] = check{i, pk}
+			label := la.f.ix.Label(i)
+			lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"/"+a.e.NameAt(uint32(k), false)+"\n")
+		}
+	}
+	if len(lines) == 0 {
+		return false
+	}
+	la.checkLeft, la.checkGone, la.checkOf, la.checkAt = len(lines), 0, len(lines), time.Now()
+	la.queued = append(la.queued, lines...)
+	select {
+	case la.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// checked handles the helper's answer to check seq: cached is whether all the file's pages
+// were in the page cache ("?": the helper could not tell, taken for no).
+func (la *lookahead) checked(seq uint64, cached bool) {
+	la.mu.Lock()
+	c, ok := la.checks[seq]
+	if !ok {
+		la.mu.Unlock()
+		return
+	}
+	i := c.i
+	delete(la.checks, seq)
+	delete(la.pending, c.pk)
+	la.checkLeft--
+	if !cached {
+		la.checkGone++
+	}
+	done, gone, of := la.checkLeft == 0, la.checkGone, la.checkOf
+	la.mu.Unlock()
+	if !cached {
+		la.f.resident.Put(i, false)
+		la.f.push.checkedGone.Add(1)
+	}
+	if done {
+		la.f.push.checks.Add(1)
+		if 2*gone > of {
+			la.f.forgetResident()
+		}
+	}
+}
+
+// cachedWhole reports, for the helper, whether every page of file p under dir is in the
+// page cache: "1", "0", or "?" where it cannot tell (no cachestat before Linux 6.5).
+func cachedWhole(dir int, p string) string {
+	fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return "?"
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return "?"
+	}
+	var cs unix.Cachestat_t
+	if unix.Cachestat(uint(fd), &unix.CachestatRange{}, &cs, 0) != nil {
+		return "?"
+	}
+	page := int64(os.Getpagesize())
+	if int64(cs.Cache) >= (st.Size+page-1)/page {
+		return "1"
+	}
+	return "0"
+}

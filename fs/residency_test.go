@@ -1,0 +1,102 @@
+package fs_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/store/memstore"
+	"golang.org/x/sys/unix"
+)
+
+// With the lookahead helper, READs that look like a reclaim make the filesystem look at the
+// page cache before it forgets which samples are resident (residency.go): a few files
+// paged out (a proactive reclaim) are unmarked alone, a page cache dropped whole makes every
+// mark go, as without the helper.
+func TestResidencyCheckedBeforeForgetting(t *testing.T) {
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
+		t.Skip("no cachestat (Linux 6.5+)")
+	}
+	const n, every = 256, 32
+	f := newFixture(t, n, []string{"a", "b"}, memstore.Options{})
+	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
+	defer stop()
+	e0, e1 := epochPaths(t, mnt, "0"), epochPaths(t, mnt, "1")
+	for _, p := range e0 {
+		testkit.Must(os.ReadFile(p))(t) // read whole: resident
+	}
+	// A reader in epoch 1 up to r; the helper looks names up to 64 (its distance) ahead
+	// of the furthest probe the reader looked up, then waits.
+	const r = 100
+	for _, p := range e1[:r] {
+		testkit.Must(os.ReadFile(p))(t)
+	}
+	settle(t, func() int64 { return fsys.LookaheadStats().Answered })
+	// Paged out: five files the reader reads next (names looked up, none a probe) ...
+	var gone []uint32
+	for k := r; len(gone) < 5; k++ {
+		if k%every != 0 {
+			dropPages(t, e1[k])
+			gone = append(gone, sampleOf(t, e1[k]))
+		}
+	}
+	// ... and 32 other files, read again at once: their READs look like a reclaim. (No
+	// name of epoch 1 beyond those the helper looked up is touched: a lookup there would
+	// be the reader's, and move it.)
+	isGone := map[uint32]bool{}
+	for _, i := range gone {
+		isGone[i] = true
+	}
+	var far []string
+	for _, p := range e0 {
+		if !isGone[sampleOf(t, p)] && len(far) < 32 {
+			far = append(far, p)
+		}
+	}
+	readDropped := func() {
+		for _, p := range far {
+			dropPages(t, p)
+			testkit.Must(os.ReadFile(p))(t)
+		}
+	}
+	readDropped()
+	settle(t, func() int64 { return fsys.PushStats().Checks })
+	s := fsys.PushStats()
+	if s.Checks != 1 || s.CheckedGone != int64(len(gone)) || s.Reclaims != 0 {
+		t.Fatalf("after five files ahead were paged out: %+v, want 1 check finding %d gone and no reclaim", s, len(gone))
+	}
+	for _, i := range gone {
+		if fsys.SkipPush(i) {
+			t.Errorf("sample %d, paged out, still marked resident", i)
+		}
+	}
+	if i := sampleOf(t, e1[r+10]); !fsys.SkipPush(i) {
+		t.Errorf("sample %d, ahead of the reader and cached, no longer marked resident", i)
+	}
+	// The whole page cache dropped: the check finds most files short, every mark goes.
+	for _, p := range e0 {
+		dropPages(t, p)
+	}
+	readDropped()
+	settle(t, func() int64 { return fsys.PushStats().Checks })
+	if s := fsys.PushStats(); s.Checks != 2 || s.Reclaims != 1 {
+		t.Errorf("after the whole page cache was dropped: %+v, want a second check and a reclaim", s)
+	}
+}
+
+// settle waits until v has not changed for 200 ms (at most 10 s).
+func settle(t *testing.T, v func() int64) {
+	t.Helper()
+	last, since := v(), time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if now := v(); now != last {
+			last, since = now, time.Now()
+		}
+		if time.Since(since) > 200*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("still changing after 10 s: %d", last)
+}
