@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/view"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,6 +24,9 @@ import (
 func TestServeFD(t *testing.T) {
 	o := Defaults()
 	o.LookaheadHelper = []string{"sh", "-c", "exec cat >/dev/null", "sh"}
+	// Strict: the name read is its own sample's (under arrival binding it is bound to
+	// whichever sample of its class arrived first, another when prefetches are quick).
+	o.Order = view.Strict
 	m := testkit.Must(Open(context.Background(), smallStore(t, 30), o, slog.New(slog.DiscardHandler)))(t)
 	defer m.Close()
 	dir := t.TempDir()
