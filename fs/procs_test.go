@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/store/memstore"
 )
 
@@ -47,6 +48,17 @@ func TestWaitingReadersLeaveThePs(t *testing.T) {
 	}
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Errorf("GOMAXPROCS %d after the unmount, %d before the mount", got, base)
+	}
+}
+
+// Each server serving adds its waiting readers to GOMAXPROCS, up to four times the base.
+func TestProcsFor(t *testing.T) {
+	for _, c := range []struct{ base, n, want int }{
+		{2, 0, 2}, {2, 1, 5}, {2, 2, 8}, {2, 5, 8}, {1, 1, 4}, {1, 3, 4}, {64, 3, 73},
+	} {
+		if got := cfs.ProcsFor(c.base, c.n); got != c.want {
+			t.Errorf("GOMAXPROCS %d with %d servers: %d, want %d", c.base, c.n, got, c.want)
+		}
 	}
 }
 
