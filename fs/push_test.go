@@ -357,6 +357,26 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 	}
 }
 
+// A class directory too large for one 128 KiB READDIRPLUS is still listed in one: the
+// kernel sends READDIRPLUS only for a listing's first request and for one that follows a
+// lookup in the directory, plain READDIR otherwise, whose names the helper would look up
+// one by one (fs/mount.go, MaxWrite).
+func TestLookaheadListsLargeClassDirectories(t *testing.T) {
+	const n, every = 1000, 32 // ~180 KiB of entries in one directory
+	f := newFixture(t, n, []string{"a"}, memstore.Options{})
+	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
+	defer stop()
+	readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
+	req := fsys.RequestStats()
+	read := readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-1"))
+	lookups, plus, plain := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"], fsys.RequestStats()["readdir"]-req["readdir"]
+	t.Logf("epoch 1: %d files, %d LOOKUPs, %d READDIRPLUS, %d READDIR", read, lookups, plus, plain)
+	// One READDIRPLUS with every entry, and one more (either kind) finding the end.
+	if plus == 0 || plus+plain > 2 || lookups > int64(read/every+4*every+8) {
+		t.Errorf("a warm epoch of %d files in one directory sent %d LOOKUPs, %d READDIRPLUS and %d READDIR: want it listed in one READDIRPLUS, about one LOOKUP in %d files", read, lookups, plus, plain, every)
+	}
+}
+
 // Under arrival binding a reader's listing binds nothing (names are bound at their own
 // lookup, to what has arrived by then); under strict binding it looks the names up, as the
 // kernel asks with READDIRPLUS.
