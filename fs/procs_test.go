@@ -17,6 +17,7 @@ import (
 // their Ps, so GOMAXPROCS is raised while a mount serves, by at least as many as wait, and
 // given back when it stops (fs/procs.go).
 func TestWaitingReadersLeaveThePs(t *testing.T) {
+	noServers(t) // an earlier test's server may still be stopping
 	base := runtime.GOMAXPROCS(0)
 	t.Run("mounted", func(t *testing.T) {
 		f := newFixture(t, 64, []string{"a", "b"}, memstore.Options{})
@@ -42,12 +43,20 @@ func TestWaitingReadersLeaveThePs(t *testing.T) {
 		}
 		t.Logf("GOMAXPROCS %d, %d readers waiting, %d before", runtime.GOMAXPROCS(0), waiting, base)
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.GOMAXPROCS(0) != base && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	noServers(t)
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Errorf("GOMAXPROCS %d after the unmount, %d before the mount", got, base)
+	}
+}
+
+// noServers waits until the process serves no mount (a server stops serving a little after
+// its unmount returns).
+func noServers(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); cfs.ServersServing() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d servers still serving after 10 s", cfs.ServersServing())
+		}
 	}
 }
 
