@@ -94,10 +94,10 @@ type lookahead struct {
 	seq     uint64                // guarded by mu
 
 	// A check of the page cache (residency.go); guarded by mu.
-	checks                        map[uint64]check // by sequence number, not answered yet
-	checkLeft, checkGone, checkOf int
-	checkAt                       time.Time
-	queued                        []string // lines for the helper besides next's
+	checks             map[uint64]check // by sequence number, not answered yet
+	checkGone, checkOf int              // answers of no so far, files asked about
+	checkAt            time.Time
+	queued             []string // lines for the helper besides next's
 
 	sent, answered atomic.Int64
 }
@@ -318,12 +318,17 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			la.pending[pk] = false
 			la.bySeq[la.seq] = pk
 			a.sent.Put(uint32(k), true)
-			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"/"+a.e.NameAt(uint32(k), false)+"\n")
+			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+la.namePath(a, label, k)+"\n")
 			a.next++
 		}
 	}
 	la.sent.Add(int64(len(lines) - checks))
 	return lines, waiting
+}
+
+// namePath is the path, from the mount's root, of index k of view a, of class label.
+func (la *lookahead) namePath(a *ahead, label int, k int) string {
+	return a.dir + "/" + la.f.views.ClassNames()[label] + "/" + a.e.NameAt(uint32(k), false)
 }
 
 // answers reads the helper's answers: each name looked up, its sample's blob is pushed.

@@ -39,7 +39,7 @@ type check struct {
 func (la *lookahead) checkResidency() bool {
 	la.mu.Lock()
 	defer la.mu.Unlock()
-	if la.checkLeft > 0 {
+	if len(la.checks) > 0 {
 		if time.Since(la.checkAt) < reclaimWithin {
 			return true // one at a time
 		}
@@ -47,7 +47,6 @@ func (la *lookahead) checkResidency() bool {
 			delete(la.pending, c.pk)
 		}
 		clear(la.checks)
-		la.checkLeft = 0
 		return false
 	}
 	var lines []string
@@ -67,14 +66,13 @@ func (la *lookahead) checkResidency() bool {
 			la.pending[pk] = true
 			la.seq++
 			la.checks[la.seq] = check{i, pk}
-			label := la.f.ix.Label(i)
-			lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"/"+a.e.NameAt(uint32(k), false)+"\n")
+			lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+la.namePath(a, la.f.ix.Label(i), k)+"\n")
 		}
 	}
 	if len(lines) == 0 {
 		return false
 	}
-	la.checkLeft, la.checkGone, la.checkOf, la.checkAt = len(lines), 0, len(lines), time.Now()
+	la.checkGone, la.checkOf, la.checkAt = 0, len(lines), time.Now()
 	la.queued = append(la.queued, lines...)
 	select {
 	case la.wake <- struct{}{}:
@@ -95,11 +93,10 @@ func (la *lookahead) checked(seq uint64, cached bool) {
 	i := c.i
 	delete(la.checks, seq)
 	delete(la.pending, c.pk)
-	la.checkLeft--
 	if !cached {
 		la.checkGone++
 	}
-	done, gone, of := la.checkLeft == 0, la.checkGone, la.checkOf
+	done, gone, of := len(la.checks) == 0, la.checkGone, la.checkOf
 	la.mu.Unlock()
 	if !cached {
 		la.f.resident.Put(i, false)
