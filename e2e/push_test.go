@@ -115,3 +115,36 @@ func TestPushedEpochsSendNoReads(t *testing.T) {
 		t.Errorf("epoch 2: READ+OPEN+RELEASE+FLUSH+GETATTR %.3f per file, want at most 0.05; %s", others, m.log())
 	}
 }
+
+// TestWarmEpochsLeaveTheDiskTierAlone: with a memory cache of a quarter of the dataset and
+// a disk tier holding all of it, an epoch whose files the page cache still has reads
+// none of them from the disk tier (without that, every file the memory cache lost was read
+// from its cache file and pushed into pages the kernel had). With the file data dropped
+// before the next epoch, every sample is still read once with its label and bytes, from
+// the disk tier (no database fetch), and the mount notices the pages gone.
+func TestWarmEpochsLeaveTheDiskTierAlone(t *testing.T) {
+	d := sharedDataset(t)
+	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--cache-size", strconv.FormatInt(treeBytes(t, d.root)/4, 10),
+		"--cache-dir", t.TempDir(), "--cache-dir-size", "1GiB")
+	url := metricsURL(t, m)
+	epoch := func(n int) string { return filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", n)) }
+	metric := func(name string) float64 { v, _ := metricValue(scrape(t, url), name); return v }
+	expectEachOnce(t, d, "epoch 0", readEpochGo(t, d, epoch(0), 4))
+
+	hits := metric("cassfs_disk_cache_hits_total")
+	expectEachOnce(t, d, "epoch 1, the page cache warm", readEpochGo(t, d, epoch(1), 4))
+	// A few may have been paged out since epoch 0 (proactive reclaim): 5% at most.
+	if n := metric("cassfs_disk_cache_hits_total") - hits; n > sharedCount/20 {
+		t.Errorf("epoch 1 with the page cache warm read %v files from the disk tier, want at most %d; %s", n, sharedCount/20, m.log())
+	}
+
+	fetches := metric("cassfs_fetch_seconds_count")
+	dropFileData(t)
+	expectEachOnce(t, d, "epoch 2, the file data dropped", readEpochGo(t, d, epoch(2), 4))
+	if n := metric("cassfs_fetch_seconds_count") - fetches; n != 0 {
+		t.Errorf("epoch 2 fetched %v files from the database, want 0 (the disk tier holds every one)", n)
+	}
+	if gone := metric("cassfs_page_cache_reclaims_total") + metric("cassfs_page_cache_checked_gone_total"); gone == 0 {
+		t.Errorf("the file data dropped before epoch 2 went unnoticed (no reclaim, no file found paged out); %s", m.log())
+	}
+}

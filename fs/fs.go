@@ -113,9 +113,15 @@ type Config struct {
 	// reader is about to read it, from the page cache if its bytes were pushed there
 	// (FS.Push), so no READ may come to say it was read.
 	Looked func(i uint32)
-	// Held reports whether sample i's blob is at hand to push (the cache has it): names
-	// are looked up ahead of the readers (StartLookahead) only over held samples.
+	// Held reports whether sample i is at hand for its readers: its blob is cached, to
+	// push, or its pages are in the page cache (Resident) with a local file to read it
+	// from should they be gone. Names are looked up ahead of the readers
+	// (StartLookahead) only over held samples.
 	Held func(i uint32) bool
+	// PagesGone, if set, is told (on a goroutine of its own) when files marked resident
+	// were found to have lost their pages: a reclaim, or a residency check that found some
+	// short. Whoever passed such samples over as in the page cache should look again.
+	PagesGone func()
 	// LookedAhead is told when a name of sample i was looked up ahead of its reader: the
 	// kernel knows the inode now, so its blob can be pushed (and counts as read: the
 	// reader's open and read will not reach cassfs).

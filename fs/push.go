@@ -125,11 +125,18 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // read and a counter: the cache asks it under its lock, and a warm epoch then costs no
 // goroutine per sample to learn that there is nothing to push.
 func (f *FS) SkipPush(i uint32) bool {
-	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {
+	if !f.Resident(i) {
 		return false
 	}
 	f.push.resident.Add(1)
 	return true
+}
+
+// Resident reports whether sample i's pages are in the page cache as far as the
+// filesystem knows (pushed or read whole, and no READ since has shown them gone), with
+// the kernel knowing its inode. It counts nothing (SkipPush counts).
+func (f *FS) Resident(i uint32) bool {
+	return f.server.Load() != nil && f.known.Has(i) && f.resident.Has(i)
 }
 
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
@@ -173,6 +180,14 @@ func (f *FS) reading(i uint32) {
 func (f *FS) forgetResident() {
 	f.resident.Clear()
 	f.push.reclaims.Add(1)
+	f.pagesGone()
+}
+
+// pagesGone tells Config.PagesGone that resident files lost their pages.
+func (f *FS) pagesGone() {
+	if f.cfg.PagesGone != nil {
+		go f.cfg.PagesGone()
+	}
 }
 
 // OnForget implements gofs.NodeOnForgetter: the kernel dropped the sample's inode, so its

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,6 +135,10 @@ func slicesIndexOfSample(t *testing.T, names []string, i uint32, sample func(str
 	return -1
 }
 
+// pagesGone counts the calls of Config.PagesGone of lookaheadMount's filesystems (tests
+// of this package run one at a time).
+var pagesGone atomic.Int64
+
 // lookaheadMount mounts f with a prefetcher and pushing, and has names looked up ahead by
 // a helper served in this process (64 ahead, one name in every left to the reader); stop
 // ends the helper and checks it ended well.
@@ -146,6 +151,7 @@ func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt stri
 	t.Cleanup(p.Close)
 	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
+		c.PagesGone = func() { pagesGone.Add(1) }
 	}})
 	toHelper, fromDaemon := io.Pipe()
 	toDaemon, fromHelper := io.Pipe()

@@ -104,8 +104,11 @@ func (la *lookahead) checked(seq uint64, cached bool) {
 	}
 	if done {
 		la.f.push.checks.Add(1)
-		if 2*gone > of {
+		switch {
+		case 2*gone > of:
 			la.f.forgetResident()
+		case gone > 0:
+			la.f.pagesGone()
 		}
 	}
 }

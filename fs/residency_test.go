@@ -61,11 +61,17 @@ func TestResidencyCheckedBeforeForgetting(t *testing.T) {
 			testkit.Must(os.ReadFile(p))(t)
 		}
 	}
+	gone0 := pagesGone.Load()
 	readDropped()
 	settle(t, func() int64 { return fsys.PushStats().Checks })
 	s := fsys.PushStats()
 	if s.Checks != 1 || s.CheckedGone != int64(len(gone)) || s.Reclaims != 0 {
 		t.Fatalf("after five files ahead were paged out: %+v, want 1 check finding %d gone and no reclaim", s, len(gone))
+	}
+	// Told, so that a prefetcher that passed them over as resident looks again.
+	settle(t, pagesGone.Load)
+	if n := pagesGone.Load() - gone0; n != 1 {
+		t.Errorf("after a check found five files gone: Config.PagesGone called %d times, want 1", n)
 	}
 	for _, i := range gone {
 		if fsys.SkipPush(i) {
@@ -83,6 +89,10 @@ func TestResidencyCheckedBeforeForgetting(t *testing.T) {
 	settle(t, func() int64 { return fsys.PushStats().Checks })
 	if s := fsys.PushStats(); s.Checks != 2 || s.Reclaims != 1 {
 		t.Errorf("after the whole page cache was dropped: %+v, want a second check and a reclaim", s)
+	}
+	settle(t, pagesGone.Load)
+	if n := pagesGone.Load() - gone0; n != 2 {
+		t.Errorf("after a check and a reclaim: Config.PagesGone called %d times, want 2", n)
 	}
 }
 

@@ -97,7 +97,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 	} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cassfs_page_cache_pushes_total", ConstLabels: prometheus.Labels{"result": r.result},
-			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); resident (not sent: pushed or read whole before, and no READ has shown its pages gone since).",
+			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); resident (not sent: pushed or read whole before, and no READ has shown its pages gone since; with --cache-dir, not read from it either).",
 		}, func() float64 { return float64(r.v(f.PushStats())) }))
 	}
 }

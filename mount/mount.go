@@ -166,6 +166,14 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		// cache ahead of their readers (m.FS is made below; pushes start after the mount).
 		co.Push = func(i uint32, data []byte) bool { return m.FS.Push(i, data) }
 		co.SkipPush = func(i uint32) bool { return m.FS.SkipPush(i) }
+		if m.disk != nil {
+			// A file the page cache has whole from an earlier epoch is neither read from
+			// the disk tier nor pushed again (counted as a push skipped, resident): its
+			// readers read it from the kernel, or, should its pages be gone by then, by
+			// READs answered from its file (bench/README.md: warm epochs from the page
+			// cache with a disk tier).
+			co.Local = func(i uint32) bool { return m.disk.Holds(i) && m.FS.SkipPush(i) }
+		}
 	case m.disk != nil:
 		// Read from their files (passed through, or spliced), not this cache.
 		co.Local = m.disk.Holds
@@ -196,6 +204,14 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log}
 	if co.Push != nil {
 		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
+		if m.disk != nil {
+			// Names are looked up (and class directories listed) ahead of the readers over
+			// the files the page cache has too, which the cache passes over (co.Local).
+			fc.Held = func(i uint32) bool { return m.cache.Has(i) || (m.disk.Holds(i) && m.FS.Resident(i)) }
+		}
+		if m.prefetcher != nil {
+			fc.PagesGone = m.prefetcher.Rewind
+		}
 	}
 	if m.disk != nil {
 		fc.Backing = diskBacking{m.disk, m.cache}

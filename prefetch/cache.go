@@ -38,8 +38,10 @@ type CacheOptions struct {
 	// Samples, if set, is the number of samples (indices 0 .. Samples-1): Has then answers
 	// from a bitset without taking the cache's lock (1 bit per sample).
 	Samples int
-	// Local, if set, reports samples readers get from a local file without this cache (the
-	// disk tier, passed through or spliced by package fs): Prefetch leaves them alone.
+	// Local, if set, reports samples readers get without this cache: from a local file
+	// (the disk tier, passed through or spliced by package fs), or from the kernel's page
+	// cache, which has them whole from an earlier epoch. Prefetch leaves them alone; should
+	// that change (pages reclaimed), Prefetcher.Rewind has the streams look again.
 	Local func(i uint32) bool
 	// Push, if set, is handed each prefetched blob as it arrives (not one a reader waits
 	// for: its READ is on its way) and reports whether the blob is now where its reader

@@ -288,6 +288,29 @@ func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
 	p.pump(s, needNext)
 }
 
+// Rewind has every stream issue again from its readers' position on. The cache passes
+// over the samples its CacheOptions.Local reports (the page cache holds them, package
+// fs); once some of those are found gone, the positions the streams passed need looking
+// at again, or their readers would wait for fetches of them one by one. What is cached
+// or in flight is passed again at the cost of a lookup each.
+func (p *Prefetcher) Rewind() {
+	all := p.all.Load()
+	if all == nil || p.closed.Load() {
+		return
+	}
+	for _, s := range *all {
+		s.mu.Lock()
+		if s.dropped {
+			s.mu.Unlock()
+			continue
+		}
+		s.nextEpoch, s.nextPos = 0, max(s.head, 0)
+		needNext := p.pumpLocked(s)
+		s.mu.Unlock()
+		p.pump(s, needNext)
+	}
+}
+
 // sizeLocked sets s's in-flight limit and window from the rate it is served at — the
 // readers' rate, or the rate prefetches come back at if that is lower — and the link's
 // latency lat; probe, if positive, caps the limit while the queue drains (linkDelay). The

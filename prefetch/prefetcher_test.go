@@ -503,3 +503,55 @@ func TestAheadMarksDoNotOutliveTheirEpoch(t *testing.T) {
 		t.Errorf("epoch 1: %d pushes lost, want 0 (sample %d was pushed in epoch 0, not in 1)", s.PushesLost, last)
 	}
 }
+
+// TestRewindLooksAgainAtPassedOverSamples: samples the cache's Local reports are passed
+// over; once they are not local any more (pages the kernel reclaimed), Rewind has the
+// stream fetch those between its readers and its window's end, and nothing else again.
+func TestRewindLooksAgainAtPassedOverSamples(t *testing.T) {
+	f := newCountingFetch(100)
+	var inPageCache atomic.Bool
+	inPageCache.Store(true)
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30, Local: func(i uint32) bool { return inPageCache.Load() && i%2 == 0 }})
+	defer c.Close()
+	still := time.Now()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, MaxInFlight: 1000, Now: func() time.Time { return still }})
+	defer p.Close()
+	order := rotated(1000) // epoch 0: sample k at position k
+	for range 10 {
+		p.Access(order, 0)
+	}
+	// An arrival issues the next position after it leaves the in-flight count: wait for
+	// the fetches wanted (the odd samples up to 41, then also the even ones from 10),
+	// then for a moment more for any beyond.
+	fetched := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); f.total.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+		settle(t, c)
+	}
+	fetched(21)
+	count := func(i uint32) int { f.mu.Lock(); defer f.mu.Unlock(); return f.count[i] }
+	// The readers are at position 9 with a window of 32: positions up to 41 were issued.
+	for i := range uint32(42) {
+		if want := int(i % 2); count(i) != want {
+			t.Fatalf("before the rewind: sample %d fetched %d times, want %d (even ones are local)", i, count(i), want)
+		}
+	}
+	inPageCache.Store(false)
+	p.Rewind()
+	fetched(21 + 16)
+	for i := range uint32(50) {
+		want := 1 // from the readers' position to the window's end, each once
+		switch {
+		case i < 9 && i%2 == 0:
+			want = 0 // behind the readers: not wanted any more
+		case i > 41:
+			want = 0 // beyond the window
+		}
+		if count(i) != want {
+			t.Errorf("after the rewind: sample %d fetched %d times, want %d", i, count(i), want)
+		}
+	}
+}

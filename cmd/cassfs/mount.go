@@ -96,7 +96,10 @@ order send no request at all for most files (one name in 32 is left to them: the
 lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which
 the kernel may reclaim; a read of one that was reclaimed is served as without pushing
 (and many at once make cassfs push again the files it had pushed or read whole, which it
-otherwise skips). --cache-size bounds what the daemon holds, not the page cache.
+otherwise skips). --cache-size bounds what the daemon holds, not the page cache. With
+--cache-dir, files the page cache still has from an earlier epoch are not read from the
+directory at all, so a dataset that fits in the page cache but not in --cache-size reads
+its later epochs from memory.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
@@ -159,7 +162,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, and in shard directories (<split>/shard-R-of-W/), repeat the epoch's first samples so that every rank gets the same number")
 	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
-	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed instead of passed through (false: opens of its files are passed through where the kernel allows it)")
+	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed (unless the page cache still has them) instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
 
