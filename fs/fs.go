@@ -114,8 +114,8 @@ type Config struct {
 	// (FS.Push), so no READ may come to say it was read.
 	Looked func(i uint32)
 	// Held reports whether sample i is at hand for its readers: its blob is cached, to
-	// push, or its pages are in the page cache (Resident) with a local file to read it
-	// from should they be gone. Names are looked up ahead of the readers
+	// push, or a local file holds it (Backing), whose pages are in the page cache or are
+	// pushed as the prefetcher brings its blob. Names are looked up ahead of the readers
 	// (StartLookahead) only over held samples.
 	Held func(i uint32) bool
 	// PagesGone, if set, is told (on a goroutine of its own) when files marked resident

@@ -46,7 +46,8 @@ import (
 // It runs at most Distance names ahead of the furthest position a reader looked up, and
 // only over names whose sample is held
 // (Config.Held): under arrival binding a name it looks up is bound to a sample that has
-// arrived, and every name it looks up has a blob to push.
+// arrived, and every name it looks up has a blob to push (or, in the disk tier, pages in
+// the page cache already or a blob the prefetcher brings from its file to push).
 //
 // The helper is another process, never the daemon: a thread waiting on its own mount
 // cannot be killed while the daemon holds the request (see Mount). It reads

@@ -125,18 +125,11 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // read and a counter: the cache asks it under its lock, and a warm epoch then costs no
 // goroutine per sample to learn that there is nothing to push.
 func (f *FS) SkipPush(i uint32) bool {
-	if !f.Resident(i) {
+	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {
 		return false
 	}
 	f.push.resident.Add(1)
 	return true
-}
-
-// Resident reports whether sample i's pages are in the page cache as far as the
-// filesystem knows (pushed or read whole, and no READ since has shown them gone), with
-// the kernel knowing its inode. It counts nothing (SkipPush counts).
-func (f *FS) Resident(i uint32) bool {
-	return f.server.Load() != nil && f.known.Has(i) && f.resident.Has(i)
 }
 
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
