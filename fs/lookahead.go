@@ -64,7 +64,11 @@ import (
 // listing to look each entry up (classListing), and every name of the class is bound and
 // cached by the kernel in a few requests (probes excepted: their entries go out without a
 // node, so readers still look them up). A listing the kernel answers from its cache of the
-// directory sends nothing; the names it left are then sent one by one as before.
+// directory sends nothing; the names it left are then sent one by one as before. A blob
+// the listing cannot push yet (its inode unknown to the kernel: every kernel cache dropped
+// since its last epoch) is pushed once the helper answers, the kernel having the entries
+// then; before, the blobs the prefetcher held for the names after the readers waited for
+// their READs.
 //
 // lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
 // bitset, lock-free) and the views' pure functions; go-fuse's tree, the views' bindings,
@@ -92,7 +96,11 @@ type lookahead struct {
 	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
 	bySeq   map[uint64]pendingKey // guarded by mu
 	lists   map[uint64]listKey    // guarded by mu: listings sent, by sequence number
-	seq     uint64                // guarded by mu
+	// Samples a listing not answered yet bound whose push would be refused, or was, until
+	// the kernel has their entries (inodes it did not know, or had forgotten with the
+	// FORGET not handled yet): pushed once the helper answers.
+	listedNew map[listKey][]uint32 // guarded by mu
+	seq       uint64               // guarded by mu
 
 	// A check of the page cache (residency.go); guarded by mu.
 	checks             map[uint64]check // by sequence number, not answered yet
@@ -152,7 +160,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 		opts.Every = 32
 	}
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, checks: map[uint64]check{}}
+		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedNew: map[listKey][]uint32{}, checks: map[uint64]check{}}
 	f.ahead.Store(la)
 	f.aheadStats.Store(la)
 	go la.feed()
@@ -359,7 +367,17 @@ func (la *lookahead) answers(in io.Reader) {
 			if a := la.views[lk.key]; a != nil {
 				a.listed[lk.label] = listDone
 			}
+			listed := la.listedNew[lk]
+			delete(la.listedNew, lk)
 			la.mu.Unlock()
+			if la.f.cfg.LookedAhead != nil {
+				for _, i := range listed {
+					// The kernel has the entries now; a push tried before it had them was
+					// refused and unmarked the inode.
+					la.f.known.Put(i, true)
+					la.f.cfg.LookedAhead(i)
+				}
+			}
 			select {
 			case la.wake <- struct{}{}:
 			default:
@@ -495,9 +513,21 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 	ch := la.f.sampleInode(ctx, d.EmbeddedInode(), i)
 	la.sent.Add(1)
 	la.answered.Add(1)
-	if known && la.f.cfg.LookedAhead != nil {
-		la.f.cfg.LookedAhead(i) // pushed before the kernel has the name, as in lookedUp
+	if la.f.cfg.LookedAhead == nil {
+		return ch, 0, true
 	}
+	if known {
+		la.f.cfg.LookedAhead(i) // pushed before the kernel has the name, as in lookedUp
+		if la.f.known.Has(i) {
+			return ch, 0, true // not refused
+		}
+	}
+	la.mu.Lock()
+	if a.listed[d.label] == listPending {
+		lk := listKey{e.Key, d.label}
+		la.listedNew[lk] = append(la.listedNew[lk], i)
+	}
+	la.mu.Unlock()
 	return ch, 0, true
 }
 
