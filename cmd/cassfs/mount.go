@@ -89,10 +89,10 @@ With --push (the default), each prefetched file whose inode the kernel already k
 sample is one inode in every epoch, so from its first read on) is written into the
 kernel's page cache as it arrives: its reader then opens and reads it with no request to
 cassfs beyond the lookup of its name. A helper process (--look-ahead) looks up the names
-of an epoch along its order ahead of the readers, over samples already fetched, so that
-the kernel knows them, and their bytes are pushed then (a class directory whose samples
-are all held is listed instead, one request for many names): readers walking an epoch in
-order send no request at all for most files (one name in 32 is left to them: their
+of an epoch along its order ahead of the readers, over samples already fetched (or held
+in --cache-dir), so that the kernel knows them, and their bytes are pushed then (a class
+directory whose samples are all held is listed instead, one request for many names):
+readers walking an epoch in order send no request at all for most files (one name in 32 is left to them: their
 lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which
 the kernel may reclaim; a read of one that was reclaimed is served as without pushing
 (and many at once make cassfs push again the files it had pushed or read whole, which it
@@ -161,7 +161,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
 	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, and in shard directories (<split>/shard-R-of-W/), repeat the epoch's first samples so that every rank gets the same number")
-	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched, so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
+	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched (or held in --cache-dir), so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
 	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed (unless the page cache still has them) instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
