@@ -99,8 +99,8 @@ type lookahead struct {
 	// Samples a listing not answered yet bound whose push would be refused, or was, until
 	// the kernel has their entries (inodes it did not know, or had forgotten with the
 	// FORGET not handled yet): pushed once the helper answers.
-	listedNew map[listKey][]uint32 // guarded by mu
-	seq       uint64               // guarded by mu
+	listedUnpushed map[listKey][]uint32 // guarded by mu
+	seq            uint64               // guarded by mu
 
 	// A check of the page cache (residency.go); guarded by mu.
 	checks             map[uint64]check // by sequence number, not answered yet
@@ -160,7 +160,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 		opts.Every = 32
 	}
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedNew: map[listKey][]uint32{}, checks: map[uint64]check{}}
+		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
 	f.ahead.Store(la)
 	f.aheadStats.Store(la)
 	go la.feed()
@@ -367,8 +367,8 @@ func (la *lookahead) answers(in io.Reader) {
 			if a := la.views[lk.key]; a != nil {
 				a.listed[lk.label] = listDone
 			}
-			listed := la.listedNew[lk]
-			delete(la.listedNew, lk)
+			listed := la.listedUnpushed[lk]
+			delete(la.listedUnpushed, lk)
 			la.mu.Unlock()
 			if la.f.cfg.LookedAhead != nil {
 				for _, i := range listed {
@@ -525,7 +525,7 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 	la.mu.Lock()
 	if a.listed[d.label] == listPending {
 		lk := listKey{e.Key, d.label}
-		la.listedNew[lk] = append(la.listedNew[lk], i)
+		la.listedUnpushed[lk] = append(la.listedUnpushed[lk], i)
 	}
 	la.mu.Unlock()
 	return ch, 0, true

@@ -92,9 +92,9 @@ cassfs beyond the lookup of its name. A helper process (--look-ahead) looks up t
 of an epoch along its order ahead of the readers, over samples already fetched (or held
 in --cache-dir), so that the kernel knows them, and their bytes are pushed then (a class
 directory whose samples are all held is listed instead, one request for many names):
-readers walking an epoch in order send no request at all for most files (one name in 32 is left to them: their
-lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which
-the kernel may reclaim; a read of one that was reclaimed is served as without pushing
+readers walking an epoch in order send no request at all for most files (one name in 32
+is left to them: their lookups are how the prefetcher follows them). Pushed pages are
+ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is served as without pushing
 (and many at once make cassfs push again the files it had pushed or read whole, which it
 otherwise skips). --cache-size bounds what the daemon holds, not the page cache. With
 --cache-dir, files the page cache still has from an earlier epoch are not read from the
