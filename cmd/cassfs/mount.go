@@ -94,12 +94,12 @@ in --cache-dir), so that the kernel knows them, and their bytes are pushed then 
 directory whose samples are all held is listed instead, one request for many names):
 readers walking an epoch in order send no request at all for most files (one name in 32
 is left to them: their lookups are how the prefetcher follows them). Pushed pages are
-ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is served as without pushing
-(and many at once make cassfs push again the files it had pushed or read whole, which it
-otherwise skips). --cache-size bounds what the daemon holds, not the page cache. With
---cache-dir, files the page cache still has from an earlier epoch are not read from the
-directory at all, so a dataset that fits in the page cache but not in --cache-size reads
-its later epochs from memory.
+ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is
+served as without pushing (and many at once make cassfs push again the files it had
+pushed or read whole, which it otherwise skips). --cache-size bounds what the daemon
+holds, not the page cache. With --cache-dir, files the page cache still has from an
+earlier epoch are not read from the directory at all, so a dataset that fits in the page
+cache but not in --cache-size reads its later epochs from memory.
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
