@@ -1,10 +1,11 @@
 #!/bin/bash
-# warm epochs with a memory cache half the dataset and a disk tier; Go reader (cassfs bench) and DALI
+# warm epochs with a memory cache half the dataset and a disk tier (TIER=0: none); Go reader (cassfs bench) and DALI
 set -u
 # Env: BIN (cassfs), MNT, PY (a Python with nvidia-dali), REPO (this repository), DATA (cassfs gen --count 4000 --out DATA, ingested as prof4k), W (a work directory).
 mkdir -p $MNT; rm -rf $W/cd; mkdir -p $W/cd
 sync; echo 3 > /proc/sys/vm/drop_caches
-$BIN mount -d prof4k $MNT --cache-size 215MB --cache-dir $W/cd --cache-dir-size 2GB > $W/mount.log 2>&1 &
+tier="--cache-dir $W/cd --cache-dir-size 2GB"; [ "${TIER:-1}" = 0 ] && tier=
+$BIN mount -d prof4k $MNT --cache-size 215MB $tier > $W/mount.log 2>&1 &
 MP=$!
 for _ in $(seq 100); do [ -d "$MNT/all" ] && break; sleep 0.1; done
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
