@@ -126,7 +126,13 @@ type Config struct {
 	// kernel knows the inode now, so its blob can be pushed (and counts as read: the
 	// reader's open and read will not reach cassfs).
 	LookedAhead func(i uint32)
-	Logger      *slog.Logger
+	// PushRoom, if set, is asked before a push writes n bytes into the page cache: pushed
+	// pages are charged to the daemon's memory cgroup, and past its limit the kernel would
+	// reclaim pages pushed before, unread ones among them. On false the push is not made
+	// (counted as OverLimit) and the sample's READs carry it, their pages charged to the
+	// reader.
+	PushRoom func(n int64) bool
+	Logger   *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.

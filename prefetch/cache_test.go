@@ -315,7 +315,16 @@ func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 	}
 	waitFor(t, "three prefetches to arrive", func() bool { return c.Stats().Entries == 3 && c.Stats().InFlight == 0 })
 	// Pushes end after the arrival is visible: wait until sample 2's refusal is recorded.
-	waitFor(t, "the three pushes to end", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pushed) == 2 })
+	// The push of sample 0 or 1 may still be on its way when sample 2's has ended: wait for
+	// all three to have been handed over as well.
+	waitFor(t, "the three pushes to end", func() bool {
+		mu.Lock()
+		n := len(pushed)
+		mu.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.pushed) == 2 && n == 3
+	})
 	if err := c.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
