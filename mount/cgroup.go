@@ -257,7 +257,6 @@ type pushRoom struct {
 	room    atomic.Int64 // bytes pushes may still charge until the next look
 	last    atomic.Pointer[cgroupMemory]
 	refused atomic.Int64 // pushes not made for want of room
-	stop    chan struct{}
 }
 
 // pushRoomEvery is how often a cgroup with a limit is looked at: a few small files read,
@@ -274,9 +273,9 @@ const (
 // limit.
 func pushRoomMargin(limit int64) int64 { return max(32<<20, limit/16) }
 
-// newPushRoom looks at cg once and then every pushRoomEvery until close.
+// newPushRoom looks at cg once and then every pushRoomEvery, for the life of the process.
 func newPushRoom(cg *memoryCgroup, log *slog.Logger) *pushRoom {
-	r := &pushRoom{cg: cg, heapGrowth: goHeapGrowth, stop: make(chan struct{})}
+	r := &pushRoom{cg: cg, heapGrowth: goHeapGrowth}
 	warned := false
 	r.now = func() cgroupMemory {
 		m, err := cg.read()
@@ -296,11 +295,7 @@ func newPushRoom(cg *memoryCgroup, log *slog.Logger) *pushRoom {
 			if limited {
 				every = pushRoomEvery
 			}
-			select {
-			case <-r.stop:
-				return
-			case <-time.After(every):
-			}
+			time.Sleep(every)
 			limited = r.look()
 		}
 	}()
@@ -337,8 +332,6 @@ func (r *pushRoom) memory() cgroupMemory {
 	}
 	return cgroupMemory{Limit: math.MaxInt64}
 }
-
-func (r *pushRoom) close() { close(r.stop) }
 
 // goHeapGrowth is how much more memory the Go runtime may map before its memory limit
 // (0 without one): what the heap may still take from the cgroup.

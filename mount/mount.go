@@ -59,6 +59,7 @@ import (
 	"github.com/cassfs/cassfs/disktier"
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/inflight"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -160,6 +161,11 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		fetch = m.disk.Over(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(o.CacheBytes, 1<<62)), Samples: ix.Len()}
+	if b, ok := st.(interface{ PrefetchBound() *inflight.Bound }); ok {
+		// The session's prefetches, of every mount reading through it, stay below its
+		// bound together: demand reads never wait behind another volume's prefetches.
+		co.Shared = b.PrefetchBound()
+	}
 	switch {
 	case o.pushes():
 		// Prefetched blobs, from the database or the disk tier alike, go into the page

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/internal/bitset"
+	"github.com/cassfs/cassfs/internal/inflight"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -54,6 +55,11 @@ type CacheOptions struct {
 	// (its bytes are where its reader reads them already): a held blob wanted again is
 	// then not handed to Push. It is called under the cache's lock: it must not block.
 	SkipPush func(i uint32) bool
+	// Shared, if set, bounds the prefetches in flight of every cache reading through one
+	// database session (package inflight): each prefetch takes a slot, so that the
+	// session's own bound keeps room for demand reads whichever mount they are of. Demand
+	// reads take none.
+	Shared *inflight.Bound
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -62,6 +68,7 @@ type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
 	skipPush func(i uint32) bool // nil: never
+	shared   *inflight.Bound     // nil: none
 	fetch    Fetcher
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -80,6 +87,7 @@ type Cache struct {
 	prefetches int                                                    // guarded by mu; fetches in flight started by Prefetch
 	reserved   int64                                                  // guarded by mu; expected bytes of prefetches in flight
 	onArrive   func(owner any, i uint32, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch of sample i ends
+	onRoom     func()                                                 // set once before use; called, without mu, when the shared bound frees a slot after turning this cache away
 	present    bitset.Set                                             // sample i is cached; written under mu, read without it (nil: no Samples)
 	pushed     map[uint32]struct{}                                    // guarded by mu; fresh blobs handed to push, not looked up since
 	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them, until a stream moves on (forgetAhead)
@@ -142,7 +150,7 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, skipPush: opts.SkipPush, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
+		push: opts.Push, skipPush: opts.SkipPush, shared: opts.Shared, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -262,6 +270,9 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
 		return false
 	}
+	if c.shared != nil && !c.shared.TryAcquire(c, c.roomFreed) {
+		return false // the session's prefetches are at their bound: told when one ends
+	}
 	c.reserved += size
 	c.startLocked(i, size, owner)
 	c.stats.prefetched.Add(1)
@@ -324,6 +335,9 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	}
 	onArrive := c.onArrive
 	c.mu.Unlock()
+	if prefetch && c.shared != nil {
+		c.shared.Release() // before onArrive: the stream that issued it may issue again
+	}
 	close(cl.done)
 	if push && !c.push(i, data) {
 		c.mu.Lock()
@@ -332,6 +346,16 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	}
 	if prefetch && onArrive != nil {
 		onArrive(cl.owner, i, took, err == nil)
+	}
+}
+
+// roomFreed is told by the shared bound that a slot freed after it turned this cache away.
+func (c *Cache) roomFreed() {
+	c.mu.Lock()
+	f := c.onRoom
+	c.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 

@@ -76,8 +76,11 @@
 // their names are then bound to the samples fetched ahead; under strict order they profit
 // only where their random picks fall into the window.
 //
-// Prefetches in flight are capped at MaxInFlight, below the store's own bound, so demand
-// reads of samples not yet fetched always find room and jump the queue; and issuing pauses
+// Prefetches in flight are capped at MaxInFlight per prefetcher, and, with
+// CacheOptions.Shared, those of every cache reading through one database session together
+// below the session's own bound (package inflight): several mounts of a process (volumes
+// of cassfs serve, --dataset a,b) cannot fill the session between them, and demand reads of
+// samples not yet fetched always find room and jump the queue; and issuing pauses
 // while prefetched-but-unread blobs fill the cache up to KeepFree bytes short of its bound:
 // the window shrinks to what memory holds, and resumes as readers consume.
 //
@@ -168,7 +171,9 @@
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
 // another lock. The controller's locks come between the two: a stream's lock may be held
 // while taking linkDelay.mu or Prefetcher.dmu (sizing the stream), and linkDelay.mu while
-// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf.
+// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf, and so is
+// the shared bound's lock (inflight.Bound, taken under Cache.mu; it calls the caches it
+// turned away back with no lock held).
 // Stream.Order is called with no lock of this package held. Under Cache.mu only lock-free
 // calls leave the package (the Local predicate: disktier.Tier.Holds). Prefetcher.Next, asked under Cache.mu when the cache evicts,
 // takes no lock either: it reads what the streams publish through atomics.

@@ -147,7 +147,7 @@ recovered; a mountpoint in use is refused.`,
 	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full, files no known epoch order reads make room for ones read again")
 	fl.IntVar(&f.o.Prefetch, "prefetch", d.Prefetch, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
 	fl.Var(&f.o.Order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
-	fl.IntVar(&f.o.PrefetchInFlight, "prefetch-in-flight", d.PrefetchInFlight, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
+	fl.IntVar(&f.o.PrefetchInFlight, "prefetch-in-flight", d.PrefetchInFlight, "most prefetch requests in flight; the window sizes itself below it. The prefetches of every dataset the process serves hold at most four fifths of --max-in-flight together, so demand reads always find room")
 	fl.IntVar(&f.o.MaxBackground, "max-background", d.MaxBackground, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
 	fl.BoolVar(&f.o.Pprof, "pprof", d.Pprof, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
