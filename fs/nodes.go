@@ -534,9 +534,13 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 // servedTo is told that a READ of the file, of size bytes, was answered up to end: one
 // that reaches the end of the file leaves the file in the page cache (readers read files
 // from their start; a READ's answer stays there as a push would), so the sample is resident
-// (push.go) and not pushed in a later epoch. Samples with targets are left unmarked.
+// (push.go) and not pushed in a later epoch. Samples with targets are left unmarked. The
+// kernel reading through the inode knows it, whatever a push refused for a race with its
+// first lookup concluded (FS.Push): the mark must hold, or a later epoch would take the
+// sample for one the page cache lacks (FS.Resident) and fetch it.
 func (s *sampleFile) servedTo(end, size int64) {
 	if end == size && !s.target && !s.fs.ix.HasTargets() {
+		s.fs.known.Put(s.i, true)
 		s.fs.resident.Put(s.i, true)
 	}
 }

@@ -552,3 +552,19 @@ func TestPushRoomLeavesTheRestToReads(t *testing.T) {
 		t.Errorf("a push with room: %+v (room left %d), want it made and its bytes taken", fsys.PushStats(), room)
 	}
 }
+
+// TestReadWholeIsResidentWhateverAPushConcluded: a sample whose push was refused in a race
+// with its first lookup (taken for unknown to the kernel) and which its reader then read
+// whole by READs is resident: a later epoch takes it from the page cache.
+func TestReadWholeIsResidentWhateverAPushConcluded(t *testing.T) {
+	f := newFixture(t, 12, []string{"a", "b", "c"}, memstore.Options{})
+	var fsys *cfs.FS
+	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	e0 := epochPaths(t, mnt, "0")
+	i := sampleOf(t, e0[0])
+	fsys.Unknow(i)
+	testkit.Must(os.ReadFile(e0[0]))(t)
+	if !fsys.Resident(i) {
+		t.Error("a sample read whole after a push refused as unknown: not resident")
+	}
+}
