@@ -121,7 +121,7 @@ const (
 	listUntried  = iota
 	listPending  // asked of the helper, not answered yet
 	listDone     // answered
-	listDeclined // some sample of the class was not held
+	listDeclined // some sample of the class was not held (tried again further on: ahead.retry)
 )
 
 type listKey struct {
@@ -138,6 +138,7 @@ type ahead struct {
 	next     int        // next index to send to the helper
 	sent     bitset.Set // indices sent to the helper, or looked up by its listing
 	listed   []uint8    // per label: listUntried, listPending, listDone or listDeclined
+	retry    []int      // per label: the index from which a declined listing is tried again
 	lookups  int        // readers' own lookups in the view
 	random   bool       // a reader looked up a name far behind the others: no looking ahead
 }
@@ -218,7 +219,7 @@ func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) 
 			if len(la.views) >= 8 { // views readers left behind
 				clear(la.views)
 			}
-			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, len(la.f.views.ClassNames()))}
+			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, len(la.f.views.ClassNames())), retry: make([]int, len(la.f.views.ClassNames()))}
 			la.views[e.Key] = a
 		}
 	}
@@ -305,8 +306,12 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 			}
 			i := a.e.Order[k]
 			label := la.f.ix.Label(i)
-			if a.listed[label] == listUntried {
+			if a.listed[label] == listUntried || (a.listed[label] == listDeclined && k >= a.retry[label]) {
+				// Declined while some sample of the class is not at hand (not fetched yet,
+				// or its pages paged out since an earlier epoch): tried again further on,
+				// once the prefetcher may have brought it, not given up for the epoch.
 				a.listed[label] = listDeclined
+				a.retry[label] = k + max(la.opts.Distance/2, la.opts.Every)
 				if held != nil && allHeld(a.e, label, held) {
 					la.seq++
 					la.lists[la.seq] = listKey{a.e.Key, label}

@@ -142,7 +142,7 @@ var pagesGone atomic.Int64
 // lookaheadMount mounts f with a prefetcher and pushing, and has names looked up ahead by
 // a helper served in this process (64 ahead, one name in every left to the reader); stop
 // ends the helper and checks it ended well.
-func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
+func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int, adjust ...func(*cfs.Config)) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
 	t.Helper()
 	n := f.ix.Len()
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
@@ -152,6 +152,9 @@ func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt stri
 	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
 		c.PagesGone = func() { pagesGone.Add(1) }
+		for _, a := range adjust {
+			a(c)
+		}
 	}})
 	toHelper, fromDaemon := io.Pipe()
 	toDaemon, fromHelper := io.Pipe()
@@ -566,5 +569,34 @@ func TestReadWholeIsResidentWhateverAPushConcluded(t *testing.T) {
 	testkit.Must(os.ReadFile(e0[0]))(t)
 	if !fsys.Resident(i) {
 		t.Error("a sample read whole after a push refused as unknown: not resident")
+	}
+}
+
+// TestDeclinedListingIsTriedAgain: a class directory whose listing was declined because a
+// sample of it was not at hand (paged out since the last epoch, not fetched yet) is listed
+// once it is, further on in the epoch, not looked up name by name to the epoch's end.
+func TestDeclinedListingIsTriedAgain(t *testing.T) {
+	const n, every = 400, 8
+	f := newFixture(t, n, classes, memstore.Options{})
+	var withheld atomic.Bool
+	mnt, fsys, _, stop := lookaheadMount(t, f, false, every, func(c *cfs.Config) {
+		has := c.Held
+		c.Held = func(i uint32) bool { return has(i) && !withheld.Load() }
+	})
+	defer stop()
+	readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
+	// No sample is at hand until the reader is a quarter through epoch 1: every listing is
+	// declined at first.
+	withheld.Store(true)
+	req := fsys.RequestStats()
+	for k, p := range epochPaths(t, mnt, "1") {
+		if k == n/4 {
+			withheld.Store(false)
+		}
+		testkit.Must(os.ReadFile(p))(t)
+	}
+	lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
+	if plus == 0 || lookups > int64(n/2) {
+		t.Errorf("epoch 1, its class directories' listings declined at first: %d LOOKUPs, %d READDIRPLUS for %d files; want them listed once every sample is at hand", lookups, plus, n)
 	}
 }
