@@ -97,9 +97,13 @@ is left to them: their lookups are how the prefetcher follows them). Pushed page
 ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is
 served as without pushing (and many at once make cassfs push again the files it had
 pushed or read whole, which it otherwise skips). --cache-size bounds what the daemon
-holds, not the page cache. With --cache-dir, files the page cache still has from an
-earlier epoch are not read from the directory at all, so a dataset that fits in the page
-cache but not in --cache-size reads its later epochs from memory.
+holds, not the page cache: files the page cache still has from an earlier epoch are
+neither fetched again nor (with --cache-dir) read from the directory, so a dataset that
+fits in the page cache but not in --cache-size reads its later epochs from memory and
+costs the database nothing. Pushed pages are charged to the daemon's memory cgroup
+(Kubernetes, systemd MemoryMax=), while a READ's are charged to its reader: under a limit
+cassfs pushes only within what the limit leaves and lets READs bring the rest (cassfs
+stats shows the limit, the usage and the page cache of it).
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
