@@ -165,10 +165,11 @@ type FS struct {
 	known, knownTargets bitset.Set
 	// resident has bit i set while sample i's pages (and its target's) are in the page
 	// cache as far as cassfs knows: pushed or read whole, and no READ of it since (push.go).
-	resident   bitset.Set
-	push       pushCounters
-	ahead      atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone
-	aheadStats atomic.Pointer[lookahead] // the same, kept for its counters
+	resident bitset.Set
+	push     pushCounters
+	// helper is the lookahead helper's feed while the helper runs (StartLookahead; nil once
+	// it is gone), lastHelper the last one, kept for its counters.
+	helper, lastHelper atomic.Pointer[lookahead]
 }
 
 // ServeStats counts what readers were served.

@@ -92,10 +92,10 @@ type lookahead struct {
 	done chan struct{}
 
 	mu      sync.Mutex
-	views   map[view.Key]*ahead   // guarded by mu: epoch views readers are in
-	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
-	bySeq   map[uint64]pendingKey // guarded by mu
-	lists   map[uint64]listKey    // guarded by mu: listings sent, by sequence number
+	views   map[view.Key]*followed // guarded by mu: epoch views readers are in
+	pending map[pendingKey]bool    // guarded by mu: names sent, not yet answered → pushed already
+	bySeq   map[uint64]pendingKey  // guarded by mu
+	lists   map[uint64]listKey     // guarded by mu: listings sent, by sequence number
 	// Samples a listing not answered yet bound whose push would be refused, or was, until
 	// the kernel has their entries (inodes it did not know, or had forgotten with the
 	// FORGET not handled yet): pushed once the helper answers.
@@ -129,8 +129,8 @@ type listKey struct {
 	label int
 }
 
-// ahead is one epoch view's lookahead state; guarded by lookahead.mu.
-type ahead struct {
+// followed is an epoch view the helper follows its readers in; guarded by lookahead.mu.
+type followed struct {
 	e        *view.Epoch
 	dir      string     // the epoch directory's path from the mount root
 	head     int        // furthest index of the order a reader looked up
@@ -161,16 +161,16 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 		opts.Every = 32
 	}
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
-	f.ahead.Store(la)
-	f.aheadStats.Store(la)
+		views: map[view.Key]*followed{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
+	f.helper.Store(la)
+	f.lastHelper.Store(la)
 	go la.feed()
 	go la.answers(in)
 }
 
 // LookaheadStats returns the names looked up ahead so far.
 func (f *FS) LookaheadStats() LookaheadStats {
-	la := f.aheadStats.Load()
+	la := f.lastHelper.Load()
 	if la == nil {
 		return LookaheadStats{}
 	}
@@ -219,7 +219,7 @@ func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) 
 			if len(la.views) >= 8 { // views readers left behind
 				clear(la.views)
 			}
-			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, len(la.f.views.ClassNames())), retry: make([]int, len(la.f.views.ClassNames()))}
+			a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, len(la.f.views.ClassNames())), retry: make([]int, len(la.f.views.ClassNames()))}
 			la.views[e.Key] = a
 		}
 	}
@@ -341,7 +341,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 }
 
 // namePath is the path, from the mount's root, of index k of view a, of class label.
-func (la *lookahead) namePath(a *ahead, label int, k int) string {
+func (la *lookahead) namePath(a *followed, label int, k int) string {
 	return a.dir + "/" + la.f.views.ClassNames()[label] + "/" + a.e.NameAt(uint32(k), false)
 }
 
@@ -349,7 +349,7 @@ func (la *lookahead) namePath(a *ahead, label int, k int) string {
 func (la *lookahead) answers(in io.Reader) {
 	defer func() {
 		// The helper is gone: readers look names up themselves from now on, as without it.
-		la.f.ahead.CompareAndSwap(la, nil)
+		la.f.helper.CompareAndSwap(la, nil)
 		close(la.done)
 	}()
 	sc := bufio.NewScanner(in)

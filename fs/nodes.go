@@ -257,7 +257,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		}
 		return d.fs.targetNode(ctx, d.EmbeddedInode(), i, out), 0
 	}
-	la := d.fs.ahead.Load()
+	la := d.fs.helper.Load()
 	if la == nil {
 		i, ok := d.fs.views.Lookup(e, d.label, name)
 		if !ok {
@@ -317,7 +317,7 @@ var _ gofs.FileLookuper = (*classListing)(nil)
 
 func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	d := h.d
-	if la := d.fs.ahead.Load(); la != nil && !d.targets {
+	if la := d.fs.helper.Load(); la != nil && !d.targets {
 		if ch, errno, ok := la.listedLookup(ctx, d, h.e, name, out); ok {
 			return ch, errno
 		}

@@ -176,7 +176,7 @@ func (f *FS) reading(i uint32) {
 	}
 	if f.push.suspect.Add(1) >= reclaimAfter {
 		f.push.suspect.Store(0)
-		if la := f.ahead.Load(); la != nil && la.checkResidency() {
+		if la := f.helper.Load(); la != nil && la.checkResidency() {
 			return // the page cache is looked at first (residency.go)
 		}
 		f.forgetResident()

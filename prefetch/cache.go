@@ -227,12 +227,24 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	}
 }
 
-// Prefetch starts fetching sample i, of size bytes, in the background unless it is cached, in
-// flight or local (CacheOptions.Local). It never blocks. It reports false, starting nothing, when maxInFlight
-// prefetches are already in flight or when fresh blobs and those in flight would fill the
-// cache to less than keepFree bytes short of its bound (the prefetcher then waits for
-// readers to catch up). owner is handed to the arrival callback when the fetch ends.
-func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, owner any) bool {
+// PrefetchOptions describe one prefetch (Cache.Prefetch).
+type PrefetchOptions struct {
+	// Size is the sample's size in bytes, reserved in the cache while the fetch is in flight.
+	Size int64
+	// MaxInFlight: nothing is started while this many prefetches are in flight.
+	MaxInFlight int
+	// KeepFree: nothing is started while fresh blobs and those in flight would fill the
+	// cache to less than this many bytes short of its bound (the prefetcher then waits for
+	// readers to catch up).
+	KeepFree int64
+	// Owner is handed to the arrival callback when the fetch ends.
+	Owner any
+}
+
+// Prefetch starts fetching sample i in the background unless it is cached, in flight or
+// local (CacheOptions.Local). It never blocks. It reports false, starting nothing, when
+// o's bounds (or the shared bound, CacheOptions.Shared) leave no room.
+func (c *Cache) Prefetch(i uint32, o PrefetchOptions) bool {
 	if c.local != nil && c.local(i) {
 		return true // its readers read a local file
 	}
@@ -267,14 +279,14 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		}
 		return true
 	}
-	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
+	if c.prefetches >= o.MaxInFlight || c.freshBytes+c.reserved+o.Size+o.KeepFree > c.maxBytes || c.ctx.Err() != nil {
 		return false
 	}
 	if c.shared != nil && !c.shared.TryAcquire(c, c.roomFreed) {
 		return false // the session's prefetches are at their bound: told when one ends
 	}
-	c.reserved += size
-	c.startLocked(i, size, owner)
+	c.reserved += o.Size
+	c.startLocked(i, o.Size, o.Owner)
 	c.stats.prefetched.Add(1)
 	return true
 }

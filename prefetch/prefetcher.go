@@ -389,7 +389,7 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 			order = s.next
 		}
 		i := order[s.nextPos]
-		if !p.cache.Prefetch(i, p.opts.Size(i), s.limit, p.opts.KeepFree, s) {
+		if !p.cache.Prefetch(i, PrefetchOptions{Size: p.opts.Size(i), MaxInFlight: s.limit, KeepFree: p.opts.KeepFree, Owner: s}) {
 			if !s.blocked {
 				s.blocked = true
 				p.blocked.Add(1)
