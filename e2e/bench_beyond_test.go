@@ -204,7 +204,10 @@ func (c *memCgroup) peak(b *testing.B) int64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		b.Fatalf("%s: %v", file, err)
+	}
 	return n
 }
 
@@ -220,7 +223,10 @@ func (c *memCgroup) oomKills(b *testing.B) int64 {
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatalf("%s: %v", file, err)
+			}
 			return n
 		}
 	}
