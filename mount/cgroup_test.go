@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestParseMemoryCgroup: the memory cgroup is found for v1 (with a v2 hierarchy beside it,
@@ -114,5 +116,30 @@ func TestPushRoom(t *testing.T) {
 	}
 	if got := r.memory(); got.Limited() {
 		t.Errorf("memory() after a look without a limit: %+v", got)
+	}
+}
+
+// TestMemoryMetrics: the cgroup's limit, usage and page cache are exported as read at
+// scrape time; no limit is +Inf.
+func TestMemoryMetrics(t *testing.T) {
+	dir := t.TempDir()
+	writeCgroup(t, dir, map[string]string{"memory.max": "500000000\n", "memory.current": "300000000\n", "memory.stat": "anon 1\nfile 123456\n"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(memoryCollector{&memoryCgroup{v2: true, levels: []string{dir}}})
+	got := func() map[string]float64 {
+		fams := testkit.Must(reg.Gather())(t)
+		m := map[string]float64{}
+		for _, f := range fams {
+			m[f.GetName()] = f.Metric[0].GetGauge().GetValue()
+		}
+		return m
+	}
+	want := map[string]float64{"cassfs_memory_limit_bytes": 500000000, "cassfs_memory_usage_bytes": 300000000, "cassfs_memory_page_cache_bytes": 123456}
+	if m := got(); !maps.Equal(m, want) {
+		t.Errorf("memory metrics %v, want %v", m, want)
+	}
+	writeCgroup(t, dir, map[string]string{"memory.max": "max\n"})
+	if m := got(); !math.IsInf(m["cassfs_memory_limit_bytes"], 1) {
+		t.Errorf("without a limit: cassfs_memory_limit_bytes %v, want +Inf", m["cassfs_memory_limit_bytes"])
 	}
 }
