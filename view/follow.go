@@ -2,9 +2,7 @@ package view
 
 import "github.com/cassfs/cassfs/internal/bitset"
 
-// # Following readers along an epoch's order
-//
-// A Follower decides which names of the epoch views readers walk are looked up ahead of
+// Follower follows readers along an epoch's order: it decides which names of the epoch views readers walk are looked up ahead of
 // them, by a helper process of package fs, so that the kernel knows the names (and the
 // daemon can push their bytes) before the readers open them. It decides and remembers;
 // package fs does the looking up, the listing and the pushing, and tells it what the
