@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -88,4 +90,17 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WriteTree writes files (slash-separated paths relative to the root, and their contents)
+// under a new temporary directory and returns it.
+func WriteTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		Check(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		Check(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	return root
 }
