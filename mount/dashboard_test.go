@@ -14,6 +14,7 @@ import (
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // dashboard is the Grafana dashboard of a mount's metrics.
@@ -49,7 +50,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 	families := testkit.Must(m.metrics.reg.Gather())(t)
 	for _, f := range families {
-		if f.GetType().String() == "HISTOGRAM" {
+		if f.GetType() == dto.MetricType_HISTOGRAM {
 			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 				names[f.GetName()+suffix] = true
 			}

@@ -1,7 +1,8 @@
 // Package testkit holds the helpers tests of every package share: failing a test on an
 // error in one call (Check, Must), a small index to build views, epochs and caches on
-// (Index), and a FUSE connection mounted as a privileged mounter hands it over
-// (MountFUSE, MountsAt). It is imported by tests only; nothing in a built binary uses it.
+// (Index), a tree of files (WriteTree), the dataset and readers of the cached-epoch
+// benchmarks (PutEpochSamples, LocalEpochs, MountEpochs), and a FUSE connection mounted
+// as a privileged mounter hands it over (MountFUSE, MountsAt). It is imported by tests only; nothing in a built binary uses it.
 package testkit
 
 import (
