@@ -14,7 +14,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 deps: ## install what is missing: Go modules, Java 17 and Maven (Debian), the Cassandra jars
-	@command -v $(GO) >/dev/null || { echo "Go 1.24+ is required: https://go.dev/dl/" >&2; exit 1; }
+	@command -v $(GO) >/dev/null || { echo "Go 1.26.8+ is required (go.mod): https://go.dev/dl/" >&2; exit 1; }
 	$(GO) mod download
 	./e2e/cassandra.sh fetch
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/cassfs/cassfs/mount"
 	"log/slog"
 	"os"
 
@@ -70,7 +71,7 @@ If serve dies, readers get errors at once, never a hang.`,
 	}
 	// Room for the prefetches of the volumes on a long link and their demand reads, as a
 	// mount has (cassfs mount).
-	db.maxInFlight = 1280
+	db.maxInFlight = mount.MaxInFlight
 	db.register(c)
 	c.Flags().Lookup("dataset").Usage = "not used: each volume names its dataset"
 	c.Flags().StringVar(&socket, "socket", "/run/cassfs/serve.sock", "Unix socket to take volumes from cassfs csi on")
