@@ -3,15 +3,16 @@
 // agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
 // and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
 // open mounts the same way. ServeFD serves instead a /dev/fuse descriptor another process
-// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). A
-// mount sets nothing process-wide: the collector's target while indexes load and the heap
-// limit are the process's, set once for all its mounts (TightGC, SetMemoryLimit).
+// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). The
+// collector's target while indexes load and the heap limit are the process's, set once for
+// all its mounts (TightGC, SetMemoryLimit); the one setting a mount changes itself is
+// GOMAXPROCS, which package fs raises while the mount's server serves (fs/procs.go).
 //
 // # The read chain
 //
 // One file, from the reader's READ down to the database; each link is a named type, and
-// each arrow a call into the next package down (nothing calls back up but the arrival
-// callback, with no lock held):
+// each arrow a call into the next package down (what calls back up, with no lock held, is
+// the arrival callback and, with pushing, the Cache's push into fs: below):
 //
 //	READ                        fs        sampleFile.Read: the sample's node
 //	  → fs.BlobSource           prefetch  *prefetch.Cache: from memory, joining the fetch in

@@ -1,10 +1,11 @@
 // Command cassfs stores image datasets in Apache Cassandra / ScyllaDB and serves them to
 // deep-learning readers. Run "cassfs --help" for the subcommands.
 //
-// The command only parses flags and configuration files, wires the packages together and
-// prints: opening the store (one place: dbFlags.openStore), the read path of a mount
-// (newMount: views → prefetcher → cache → store), metrics and the control socket. What a
-// mount shows is decided in view, what is fetched in prefetch, what is stored in store.
+// The command only parses flags and configuration files, calls the packages and prints:
+// it opens the store (one place: dbFlags.openStore) and hands a mount's options to package
+// mount, which wires the read path (views → prefetcher → cache → store) and serves the
+// metrics and the control socket. What a mount shows is decided in view, what is fetched
+// in prefetch, what is stored in store.
 package main
 
 import (
