@@ -246,7 +246,7 @@ func TestResumedEpochWithReaders(t *testing.T) {
 	if !slices.Equal(rest, want[k:]) {
 		t.Errorf("DALI on epoch-1@%d read %d samples, want exactly the %d from position %d on, in order", k, len(rest), len(want)-k, k)
 	}
-	// torchvision in the epoch's order (the README's resume example): the same sequence.
+	// torchvision in the epoch's order (the resume example of docs/mount-and-readers.md): the same sequence.
 	_, titems := readTorchvision(t, sd.srcDataset, filepath.Join(m.dir, "train", "epoch-1@"+strconv.Itoa(k)), "--epoch-order")
 	var got []string
 	for _, it := range titems {

@@ -23,7 +23,7 @@ import (
 // So every server is made with GOMAXPROCS at 2 (go-fuse's fewest readers: at most 3
 // waiting), and GOMAXPROCS is then the process's own plus readersPerServer for each server
 // serving (procsFor): the readers waiting never hold the Ps the work needs, and sysmon
-// relaxes. Measured (bench/README.md): the daemon's CPU per file of a warm epoch 15–20 →
+// relaxes. Measured (bench/history/journal.md): the daemon's CPU per file of a warm epoch 15–20 →
 // 14–18 µs over five pairs of runs, sysmon's share of it 34.5% → 24.9%.
 // Had go-fuse more readers wait (a later version), GOMAXPROCS would only be too low again,
 // as before. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of

@@ -236,7 +236,7 @@ func (ix *Index) Find(id uuid.UUID) (uint32, bool) {
 //
 // CRC32C runs at memory speed with the CPU's CRC32 instruction, several times faster than
 // SHA-256 even with SHA-NI, which would otherwise be a large share of the daemon's CPU per
-// sample (bench/README.md, "what a sample costs at least"). A CRC catches every burst error up to 32
+// sample (bench/history/journal.md, "what a sample costs at least"). A CRC catches every burst error up to 32
 // bits and any other corruption with probability 1-2^-32; what it does not give — proof
 // against deliberate tampering — the SHA-256 at ingest and in cassfs's tools still does.
 func (ix *Index) Verify(i uint32, b store.Blob) error {

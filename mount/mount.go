@@ -3,15 +3,16 @@
 // agree, and where a mount is served, watched (metrics, the control socket, `cassfs stats`)
 // and unmounted. `cassfs mount` is flags → Options → Open → Serve; tests and benchmarks
 // open mounts the same way. ServeFD serves instead a /dev/fuse descriptor another process
-// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). A
-// mount sets nothing process-wide: the collector's target while indexes load and the heap
-// limit are the process's, set once for all its mounts (TightGC, SetMemoryLimit).
+// mounted and handed over (a privileged CSI node plugin, for an unprivileged daemon). The
+// collector's target while indexes load and the heap limit are the process's, set once for
+// all its mounts (TightGC, SetMemoryLimit); the one setting a mount changes itself is
+// GOMAXPROCS, which package fs raises while the mount's server serves (fs/procs.go).
 //
 // # The read chain
 //
 // One file, from the reader's READ down to the database; each link is a named type, and
-// each arrow a call into the next package down (nothing calls back up but the arrival
-// callback, with no lock held):
+// each arrow a call into the next package down (what calls back up, with no lock held, is
+// the arrival callback and, with pushing, the Cache's push into fs: below):
 //
 //	READ                        fs        sampleFile.Read: the sample's node
 //	  → fs.BlobSource           prefetch  *prefetch.Cache: from memory, joining the fetch in
@@ -71,7 +72,7 @@ import (
 
 // MemOverhead is a mount's heap beyond its cache and index: Go runtime, FUSE buffers,
 // requests in flight, gocql frames; MemoryLimit counts it once per mount. Measured, for a
-// daemon of one mount, in the latency lab (bench/README.md).
+// daemon of one mount, in the latency lab (bench/history/journal.md).
 const MemOverhead = 128 << 20
 
 // The resident memory `cassfs mount --help` promises: the cache, RSSPerSample bytes per
@@ -178,7 +179,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		// then, its READs are answered from the tier's file, or fetched on demand; READs
 		// of resident files in numbers make the prefetcher look again (Config.PagesGone).
 		// A later epoch of a dataset the page cache holds then costs the database
-		// nothing, whatever --cache-size holds of it (bench/README.md).
+		// nothing, whatever --cache-size holds of it (bench/history/journal.md).
 		co.Local = func(i uint32) bool { return m.FS.SkipPush(i) } // m.FS is made below
 		if m.disk != nil {
 			co.Local = func(i uint32) bool { return m.disk.Holds(i) && m.FS.SkipPush(i) }
@@ -223,7 +224,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		// every sample at hand (vc.Arrived): a file the page cache has needs no push
 		// (co.Local), and one of the disk tier's is pushed as the prefetcher brings it,
 		// the kernel knowing its inode by then. Fewer LOOKUPs, less daemon CPU
-		// (bench/README.md).
+		// (bench/history/journal.md).
 		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, vc.Arrived, func(i uint32) { m.cache.PushHeld(i) }
 		if m.prefetcher != nil {
 			fc.PagesGone = m.prefetcher.Rewind

@@ -270,7 +270,7 @@ func (c *Cache) Prefetch(i uint32, o PrefetchOptions) bool {
 			// Its pages may be gone from the kernel's cache since it was read: push it
 			// again, off the caller's lock (a push is a system call and a copy), unless
 			// they are known to be there (a goroutine per sample of a warm epoch for
-			// nothing cost the daemon measurably: bench/README.md).
+			// nothing cost the daemon measurably: bench/history/journal.md).
 			c.pushed[i] = struct{}{}
 			if c.skipPush == nil || !c.skipPush(i) {
 				c.wg.Add(1)

@@ -96,7 +96,7 @@
 //     database is the bottleneck: every fetch then waits behind the others in flight, no
 //     fetch is faster than the queue, and when the horizon has passed the minimum is the
 //     queueing delay — the limit grows with the queue and the queue with the limit, up to
-//     MaxInFlight (bench/README.md, "the window controller cannot feed on its own
+//     MaxInFlight (bench/history/journal.md, "the window controller cannot feed on its own
 //     queue"). So the minimum is kept however old, and
 //     when no fetch has come back as fast for 10 s (1 s the first time: a stream starts
 //     with a burst of InitialWindow prefetches, whose first ones may already have queued),

@@ -9,7 +9,7 @@ import (
 
 // BenchmarkBlobFloor measures, on this machine, the steps no read path can skip for a
 // ~110 KB sample served from memory, so that the daemon's CPU per sample can be set
-// against a floor measured the same way (bench/README.md):
+// against a floor measured the same way (bench/history/journal.md):
 //
 //   - copy-cold: one copy of a blob that is not in the CPU's caches, as the kernel makes
 //     from a socket into the daemon's memory and from there into a FUSE reply (two per

@@ -60,7 +60,7 @@ def read_dali(root):
 
 
 class Pairs:
-    """Item k: the bytes of image k, its decoded mask and its label (the README's example)."""
+    """Item k: the bytes of image k, its decoded mask and its label (the example of docs/mount-and-readers.md)."""
 
     def __init__(self, root):
         from PIL import Image
