@@ -24,7 +24,7 @@ import (
 //     unanswered, READs spliced from the files;
 //   - disk-read: the disk tier on the disk without passthrough: a 64 MiB memory cache that
 //     the prefetcher fills from the tier's files ahead of the readers, READs answered from
-//     it (what a mount did before it spliced).
+//     it (the way without splicing, for comparison).
 func BenchmarkCachedEpochSourcesWithoutPassthrough(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("mounting and dropping the page cache need root")

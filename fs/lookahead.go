@@ -25,9 +25,10 @@ import (
 // With its bytes pushed into the page cache, a file of a later epoch still costs its
 // reader one request: the LOOKUP of its name, which is new in every epoch (a name carries
 // its position). A reader that opens one file at a time, as DALI's loader threads do, pays
-// that round trip through the daemon for every file, in series: measured, DALI read a warm
-// epoch at ~9,000 images/s through the mount, and at ~25,000/s (local disk's speed) once
-// the epoch's names had been looked up before. No FUSE notify creates a dentry; only a
+// that round trip through the daemon for every file, in series, and reads a warm epoch at
+// a fraction of local disk's speed, which it reaches once the epoch's names were looked up
+// before (bench/history/journal.md, "out of the readers' way"). No FUSE notify creates a
+// dentry; only a
 // lookup does. So a helper process looks the names up along the epoch's order, ahead of
 // the readers: the kernel caches each name and its inode for the entry timeout, the daemon
 // pushes the sample's blob into the inode's page cache once the helper's lookup has
@@ -57,17 +58,16 @@ import (
 // # Whole class directories
 //
 // A name looked up by the helper costs a LOOKUP each, a round trip through the kernel, the
-// helper and the daemon: measured on warm epochs, 17–32 µs of the helper's CPU per file
-// besides the daemon's. Where every sample of a class directory is held, the helper lists
-// the directory instead ("L<seq> <path>"): the kernel sends READDIRPLUS, go-fuse asks the
+// helper and the daemon, and CPU of the helper's per file besides the daemon's
+// (bench/history/journal.md, "a warm class directory is listed"). Where every sample of a
+// class directory is held, the helper lists the directory instead ("L<seq> <path>"): the kernel sends READDIRPLUS, go-fuse asks the
 // listing to look each entry up (classListing), and every name of the class is bound and
 // cached by the kernel in a few requests (probes excepted: their entries go out without a
 // node, so readers still look them up). A listing the kernel answers from its cache of the
-// directory sends nothing; the names it left are then sent one by one as before. A blob
+// directory sends nothing; the names it left are then sent one by one. A blob
 // the listing cannot push yet (its inode unknown to the kernel: every kernel cache dropped
 // since its last epoch) is pushed once the helper answers, the kernel having the entries
-// then; before, the blobs the prefetcher held for the names after the readers waited for
-// their READs.
+// then, so that its reader finds it in the page cache instead of sending READs.
 //
 // What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
 // for readers that shuffle, which class directories are listed), is decided by a
@@ -75,8 +75,8 @@ import (
 // answers, pushes and reports.
 //
 // lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
-// bitset, lock-free), the Follower and the views' pure functions; go-fuse's tree, the views' bindings,
-// the prefetcher and the cache's pushes are all reached with it released.
+// bitset, lock-free), the Follower and the views' pure functions; go-fuse's tree, the
+// views' bindings, the prefetcher and the cache's pushes are all reached with it released.
 
 // LookaheadOptions tune the names looked up ahead.
 type LookaheadOptions struct {

@@ -87,9 +87,8 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 			// request. Where a listing takes several, the kernel sends READDIRPLUS only for
 			// the first and for one following a lookup in the directory (readdirplus_auto:
 			// fuse_use_readdirplus, fs/fuse/readdir.c), plain READDIR otherwise, whose names
-			// the helper then looks up one by one (measured: 128 KiB requests left 250–800
-			// names of a warm epoch of 4,000 to LOOKUPs, in runs where a second chunk of a
-			// class directory came without a lookup before it).
+			// the helper then looks up one by one (bench/history/journal.md, "a class
+			// directory listed in one request").
 			MaxWrite: 1 << 20,
 			Debug:    o.Debug,
 			Logger:   o.Logger,

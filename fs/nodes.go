@@ -412,12 +412,12 @@ func (s *sampleFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.
 
 // Open answers ENOSYS on purpose unless opens are passed through to backing files:
 // with FUSE_NO_OPEN_SUPPORT the kernel then treats every open of the mount as successful
-// without asking again and keeps the page cache, saving a request per file (measured:
-// ~1.5x files/s for small files). Writes never get here: the mount is read-only.
+// without asking again and keeps the page cache, saving a request per file. Writes never
+// get here: the mount is read-only.
 //
 // With Config.Backing where the kernel allows passthrough (FS.passthrough, set by Mount),
 // a sample held in a local file is opened in passthrough mode (the
-// kernel reads the file itself), others in cached mode as before. The kernel refuses (EIO)
+// kernel reads the file itself), others in cached mode. The kernel refuses (EIO)
 // an open whose mode differs from that of the inode's opens still open (fs/fuse/iomode.c,
 // fuse_file_io_open), so while a sample is open every further open gets the same mode; a
 // passthrough sample whose file is gone meanwhile is opened for direct I/O, which takes

@@ -17,16 +17,15 @@ import (
 // prefetcher, a push) runs only after the runtime's monitor (sysmon) takes a P back from a
 // reader in its syscall, which sysmon checks every 20 µs for as long as it keeps finding
 // such Ps (Go's runtime/proc.go, retake: a P in a syscall is left alone while another P
-// is idle). Measured on warm epochs through a mount (2 cores): sysmon's wake-ups were
-// 34–41% of the daemon's CPU, and waking nothing else.
+// is idle): on warm epochs sysmon's wake-ups, waking nothing else, take a large share of
+// the daemon's CPU (bench/history/journal.md, "go-fuse's waiting readers no longer hold
+// every P").
 //
 // So every server is made with GOMAXPROCS at 2 (go-fuse's fewest readers: at most 3
 // waiting), and GOMAXPROCS is then the process's own plus readersPerServer for each server
 // serving (procsFor): the readers waiting never hold the Ps the work needs, and sysmon
-// relaxes. Measured (bench/history/journal.md): the daemon's CPU per file of a warm epoch 15–20 →
-// 14–18 µs over five pairs of runs, sysmon's share of it 34.5% → 24.9%.
-// Had go-fuse more readers wait (a later version), GOMAXPROCS would only be too low again,
-// as before. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of
+// relaxes. Were go-fuse to have more readers wait (another version), GOMAXPROCS would be
+// too low again. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of
 // the cgroup (Go 1.25+); the base is the value the runtime chose when the first server
 // was made.
 var procs struct {

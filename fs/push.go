@@ -23,14 +23,14 @@ import (
 // reaches cassfs, which answers it as it would without pushing.
 //
 // A push is a copy of the whole file into the page cache (NOTIFY_STORE overwrites pages
-// already there): a held blob pushed again each epoch cost a warm epoch ~40% of the
-// daemon's CPU (memcpy and get_user_pages in perf). So the filesystem remembers which
+// already there): a held blob pushed again each epoch would cost a warm epoch much of the
+// daemon's CPU (memcpy and get_user_pages). So the filesystem remembers which
 // samples it pushed whole, or answered READs for to their end, which leaves the file in the
 // page cache just as well (resident), and pushes those no more. The kernel never says when
 // it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
 // are all cached never comes, so a READ of a resident sample means the kernel dropped
 // pages of that file (it is unmarked), and many at once may mean a reclaim (memory
-// pressure, drop_caches): every mark is then forgotten and pushes go on as before until
+// pressure, drop_caches): every mark is then forgotten and every file is pushed again until
 // each is made again (reading). What that costs: a READ for each file whose pages went,
 // answered as without pushing, as many as it takes to tell a reclaim from strays. The
 // daemon cannot look at the page cache itself (mincore or cachestat need a file of its
@@ -156,7 +156,7 @@ const (
 // reading is told of every READ of sample i (or of its target). If i is resident, some of
 // its pages were dropped: it is resident no more (until a READ reaching its end makes it so
 // again: sampleFile.servedTo). Which other files lost pages is unknown; reclaimAfter such
-// READs within reclaimWithin make every mark be forgotten, so that pushes go on as before,
+// READs within reclaimWithin make every mark be forgotten, so that every file is pushed again,
 // unless the lookahead helper, asked first, finds most files the readers read next still
 // cached (residency.go). Not fewer: READs of resident files come now and then with no
 // memory pressure, a few at a time (a proactive reclaim paging out some regions of memory:
