@@ -23,16 +23,18 @@ func newDatasetCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dataset",
 		Short: "List, show, snapshot and delete the datasets of a cluster",
-		Long: `A dataset is a keyspace made by cassfs ingest: blobs, metadata, class names and splits.
+		Long: `A dataset is a keyspace made by cassfs ingest (blobs, metadata, class names and splits),
+or by cassfs dataset attach (the same without blobs, read from the attached tables).
 
   cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits, created
   cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
   cassfs dataset snapshot store the index snapshot mounts start from (ingest stores one)
-  cassfs dataset delete   remove a dataset and everything in it`,
-		Args: subcommandsOnly("dataset", "list, show, snapshot or delete"),
+  cassfs dataset delete   remove a dataset and everything in it
+  cassfs dataset attach   make a dataset of tables another tool wrote, without copying a blob`,
+		Args: subcommandsOnly("dataset", "list, show, snapshot, delete or attach"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
-	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetSnapshotCmd(), newDatasetDeleteCmd())
+	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetSnapshotCmd(), newDatasetDeleteCmd(), newDatasetAttachCmd())
 	return c
 }
 
@@ -166,6 +168,8 @@ func newDatasetDeleteCmd() *cobra.Command {
 		Use:   "delete NAME",
 		Short: "Delete a dataset and everything in it (blobs, metadata, classes, splits)",
 		Long: `delete removes the dataset's keyspace: every blob, metadata row, class name and split.
+For a dataset made by attach it removes cassfs's catalogue only: the attached tables
+stay as they are.
 On a terminal it asks for the dataset's name as confirmation; elsewhere --yes is required.
 
 Mounts of the dataset that are still running keep listing it (their index is in memory),
@@ -174,7 +178,16 @@ cause (the dataset's tables are gone); unmount them. A new mount of a deleted da
 refuses to start, saying the dataset does not exist. Cache directories (mount --cache-dir)
 keep their files until cassfs cache clear. NAME may also be given as --dataset NAME.`,
 		Args: objectArg("dataset delete", "dataset NAME", "dataset"),
-		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := db.openStore(c.Context(), storeOpts{})
+			if errors.Is(err, cassandra.ErrIncomplete) {
+				// An attach that did not finish: its catalogue opens as attach opens it.
+				st, err = db.openStore(c.Context(), storeOpts{create: true, attach: true, replication: 1})
+			}
+			if err != nil {
+				return err
+			}
+			defer st.Close()
 			dropper, ok := st.(interface{ Drop(context.Context) error })
 			if !ok {
 				return errors.New("this store cannot delete datasets")
@@ -190,12 +203,26 @@ keep their files until cassfs cache clear. NAME may also be given as --dataset N
 					return errors.New("not confirmed: nothing deleted")
 				}
 			}
+			var sources []store.Source
+			if at, ok := st.(store.Attacher); ok {
+				if sources, err = at.Sources(c.Context()); err != nil {
+					return err
+				}
+			}
 			if err := dropper.Drop(c.Context()); err != nil {
 				return err
 			}
+			if len(sources) > 0 {
+				var names []string
+				for _, s := range sources {
+					names = append(names, s.String())
+				}
+				fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted: cassfs's catalogue only; the attached tables %s are untouched\n", st.Dataset(), strings.Join(names, ", "))
+				return nil
+			}
 			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted\n", st.Dataset())
 			return nil
-		}),
+		},
 	}
 	db.register(c)
 	c.Flags().BoolVar(&yes, "yes", false, "delete without asking")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/gocql/gocql"
 )
 
 // datasetTables are the tables every dataset has (see the package doc): a keyspace holding
@@ -38,8 +40,26 @@ func Datasets(ctx context.Context, cfg Config) ([]string, error) {
 	}
 	var out []string
 	for ks, ts := range tables {
-		if len(ts) == len(datasetTables) && ValidDatasetName(ks) == nil {
+		if ValidDatasetName(ks) != nil {
+			continue
+		}
+		switch {
+		case len(ts) == len(datasetTables):
 			out = append(out, ks)
+		case len(ts) == len(datasetTables)-1 && !slices.Contains(ts, "blobs"):
+			// Made by attach: a dataset once its sources are recorded (attached.go).
+			var v string
+			err := s.Query(`SELECT value FROM ` + ks + `.info WHERE key = 'sources'`).WithContext(ctx).Idempotent(true).Scan(&v)
+			switch {
+			case err == nil:
+				out = append(out, ks)
+			case !errors.Is(err, gocql.ErrNotFound):
+				var re gocql.RequestError
+				if errors.As(err, &re) && re.Code() == gocql.ErrCodeInvalid {
+					continue // no info table: not ours
+				}
+				return nil, fmt.Errorf("list the datasets: dataset %q: %w", ks, kinded(err))
+			}
 		}
 	}
 	slices.Sort(out)
