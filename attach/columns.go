@@ -1,6 +1,7 @@
 package attach
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,8 +125,12 @@ func findDataColumns(t Table, want Columns) (dataTable, error) {
 			d.name = c.Name
 		}
 	}
+	ignored := ""
+	if want.NoLabel {
+		ignored = cmp.Or(want.Label, "label") // --no-label: not a label, and no metadata either
+	}
 	for _, c := range t.Columns {
-		if c.Name != d.id && c.Name != d.data && c.Name != d.label && c.Name != d.name && slices.Contains(metaTypes, c.Type) {
+		if c.Name != d.id && c.Name != d.data && c.Name != d.label && c.Name != d.name && c.Name != ignored && slices.Contains(metaTypes, c.Type) {
 			d.meta = append(d.meta, c.Name)
 		}
 	}

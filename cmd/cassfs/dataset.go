@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cassfs/cassfs/index"
@@ -58,7 +56,7 @@ and the exit status is 1: a figure is printed only if it was read.`,
 			if err != nil {
 				return err
 			}
-			return listDatasets(c.Context(), names, func(ctx context.Context, name string) (store.Store, error) {
+			return index.List(c.Context(), names, func(ctx context.Context, name string) (store.Store, error) {
 				db.dataset = name
 				return db.openStore(ctx, storeOpts{})
 			}, c.OutOrStdout(), c.ErrOrStderr())
@@ -67,53 +65,6 @@ and the exit status is 1: a figure is printed only if it was read.`,
 	db.register(c)
 	c.Flags().Lookup("dataset").Usage = "not used: every dataset is listed"
 	return c
-}
-
-// listDatasets prints a line for each dataset of names, each read from the store open
-// gives. A dataset that cannot be read is named on errOut with the reason, the others are
-// still listed, and the error says how many failed: a count is printed only if it was read.
-func listDatasets(ctx context.Context, names []string, open func(context.Context, string) (store.Store, error), out, errOut io.Writer) error {
-	if len(names) == 0 {
-		fmt.Fprintln(out, "the cluster holds no dataset (cassfs ingest makes one)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS\tCREATED")
-	var failed []string
-	for _, n := range names {
-		row, err := datasetRow(ctx, n, open)
-		if err != nil {
-			failed = append(failed, n)
-			fmt.Fprintf(errOut, "cassfs: dataset %s could not be read: %v\n", n, err)
-			continue
-		}
-		fmt.Fprintln(tw, row)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d datasets could not be read (%s; see above): run the command again, or look at the database's health", len(failed), len(names), strings.Join(failed, ", "))
-	}
-	return nil
-}
-
-// datasetRow is a dataset's line of dataset list.
-func datasetRow(ctx context.Context, name string, open func(context.Context, string) (store.Store, error)) (string, error) {
-	st, err := open(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
-	c, err := index.Describe(ctx, st)
-	if err != nil {
-		return "", err
-	}
-	sp := strings.Join(c.Splits, ",")
-	if sp == "" {
-		sp = "-"
-	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(c.Samples)), humanize.IBytes(uint64(c.Bytes)), c.Classes, sp, index.CreatedText(c.Created)), nil
 }
 
 func newDatasetShowCmd() *cobra.Command {
@@ -188,7 +139,9 @@ keep their files until cassfs cache clear. NAME may also be given as --dataset N
 				return err
 			}
 			defer st.Close()
-			dropper, ok := st.(interface{ Drop(context.Context) error })
+			dropper, ok := st.(interface {
+				Delete(context.Context) (string, error)
+			})
 			if !ok {
 				return errors.New("this store cannot delete datasets")
 			}
@@ -203,24 +156,11 @@ keep their files until cassfs cache clear. NAME may also be given as --dataset N
 					return errors.New("not confirmed: nothing deleted")
 				}
 			}
-			var sources []store.Source
-			if at, ok := st.(store.Attacher); ok {
-				if sources, err = at.Sources(c.Context()); err != nil {
-					return err
-				}
-			}
-			if err := dropper.Drop(c.Context()); err != nil {
+			what, err := dropper.Delete(c.Context())
+			if err != nil {
 				return err
 			}
-			if len(sources) > 0 {
-				var names []string
-				for _, s := range sources {
-					names = append(names, s.String())
-				}
-				fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted: cassfs's catalogue only; the attached tables %s are untouched\n", st.Dataset(), strings.Join(names, ", "))
-				return nil
-			}
-			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted\n", st.Dataset())
+			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted%s\n", st.Dataset(), what)
 			return nil
 		},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/gocql/gocql"
 )
@@ -73,4 +74,26 @@ func (c *Store) Drop(ctx context.Context) error {
 		return fmt.Errorf("delete dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	return nil
+}
+
+// Delete deletes the dataset (Drop) and says what that removed beyond the keyspace: for a
+// dataset made by attach, that the attached tables are untouched.
+func (c *Store) Delete(ctx context.Context) (string, error) {
+	var names []string
+	if c.Attached() {
+		sources, err := c.Sources(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range sources {
+			names = append(names, s.String())
+		}
+	}
+	if err := c.Drop(ctx); err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return ": cassfs's catalogue only; the attached tables " + strings.Join(names, ", ") + " are untouched", nil
 }
