@@ -164,21 +164,22 @@ func eachOnce(t *testing.T, d *srcDataset, classes []string, reader string, item
 	}
 }
 
-// readEpochs reads epoch 0 of dir's split with DALI (file_root) and torchvision, and
-// epoch 1 with DALI (file_list), checking every file once with its label and class.
-func readEpochs(t *testing.T, d *srcDataset, classes []string, split string) {
+// readEpochs reads epoch 0 of a split of the mount with DALI (file_root) and torchvision,
+// and epoch 1 with DALI (file_list), checking every file once with its label (the index of
+// its source class in classes) and the class directories (dirs).
+func readEpochs(t *testing.T, d *srcDataset, classes, dirs []string, split string) {
 	t.Helper()
 	e0, e1 := filepath.Join(split, "epoch-0"), filepath.Join(split, "epoch-1")
-	if got := classesOf(t, e0); !slices.Equal(got, classes) {
-		t.Errorf("%s: class directories %q, want %q", e0, got, classes)
+	if got := classesOf(t, e0); !slices.Equal(got, dirs) {
+		t.Errorf("%s: class directories %q, want %q", e0, got, dirs)
 	}
 	_, items := readDALI(t, d, "--file-root", e0)
 	eachOnce(t, d, classes, "DALI file_root "+e0, items)
 	_, items = readDALI(t, d, "--file-list", filepath.Join(e1, "file_list.txt"))
 	eachOnce(t, d, classes, "DALI file_list "+e1, items)
 	got, items := readTorchvision(t, d, e0)
-	if !slices.Equal(got, classes) {
-		t.Errorf("torchvision ImageFolder classes %q, want %q", got, classes)
+	if !slices.Equal(got, dirs) {
+		t.Errorf("torchvision ImageFolder classes %q, want %q", got, dirs)
 	}
 	eachOnce(t, d, classes, "torchvision "+e0, items)
 }
@@ -214,7 +215,7 @@ func TestAttachDALIPluginTables(t *testing.T) {
 	m := startMount(t, ds, "--metrics-addr", "127.0.0.1:0", "--timeout", "3s")
 	classes := classesOf(t, trees["train"].root)
 	for _, split := range []string{"train", "val"} {
-		readEpochs(t, trees[split], classes, filepath.Join(m.dir, split))
+		readEpochs(t, trees[split], classes, classes, filepath.Join(m.dir, split))
 	}
 	if got := tableRows(t, ks); !maps2Equal(got, before) {
 		t.Errorf("the plugin's tables after attach and mount: %v, before %v", got, before)
@@ -320,12 +321,13 @@ func TestAttachCassandraDLTables(t *testing.T) {
 		t.Fatalf("attach: %s", r)
 	}
 	m := startMount(t, ds)
+	// No text column has one value per label: the classes are named by their labels.
 	classes := classesOf(t, root)
-	var want []string
-	for _, c := range classes {
-		want = append(want, c)
+	var dirs []string
+	for l := range classes {
+		dirs = append(dirs, fmt.Sprintf("class_%d", l))
 	}
-	readEpochs(t, src, want, filepath.Join(m.dir, "all"))
+	readEpochs(t, src, classes, dirs, filepath.Join(m.dir, "all"))
 	m.stop(t)
 
 	if r := cassfs(t, "split", "create", "-d", ds, "--names", "train,val", "--ratios", "2:1", "--group-by", "patient_id"); r.code != 0 {

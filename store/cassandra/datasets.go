@@ -56,8 +56,8 @@ func Datasets(ctx context.Context, cfg Config) ([]string, error) {
 				out = append(out, ks)
 			case !errors.Is(err, gocql.ErrNotFound):
 				var re gocql.RequestError
-				if errors.As(err, &re) && re.Code() == gocql.ErrCodeInvalid {
-					continue // no info table: not ours
+				if errors.As(err, &re) && (re.Code() == gocql.ErrCodeInvalid || re.Code() == gocql.ErrCodeUnauthorized) {
+					continue // no info table: not ours; or not the login's to read
 				}
 				return nil, fmt.Errorf("list the datasets: dataset %q: %w", ks, kinded(err))
 			}
