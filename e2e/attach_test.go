@@ -140,7 +140,9 @@ func classesOf(t *testing.T, root string) []string {
 	}
 	var out []string
 	for _, e := range es {
-		out = append(out, e.Name())
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
 	}
 	return out
 }

@@ -12,7 +12,7 @@ plugin       the Cassandra DALI plugin's example schema (keyspace renamed): for 
 cassandradl  the 2021 CassandraDL paper's tables: KS.data_by_uuid(patch_id uuid, label int,
              data blob) and KS.metadata_by_uuid(patient_id text, slide_num int, x int,
              y int, label int, patch_id uuid) for ROOT/<class>/<file>, the metadata from
-             META (a CSV: path, patient_id, slide, x, y).
+             META (a CSV: path, patient_id, slide, x, y; the slide's trailing number is slide_num).
 
 Prints one JSON object: {"rows": [{"id": ..., "rel": "<class>/<file>", "label": ...,
 "split": ...}, ...]}.
@@ -21,6 +21,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import sys
 import uuid
 
@@ -30,6 +31,12 @@ from cassandra.cluster import Cluster
 def host_port(h):
     host, _, port = h.partition(":")
     return host, int(port or 9042)
+
+
+def slide_num(slide):
+    """The slide's number among its patient's: "P0004-S1" (cassfs gen's) is 1."""
+    digits = re.search(r"(\d+)$", slide)
+    return int(digits.group(1)) if digits else 0
 
 
 def tree(root):
@@ -81,7 +88,7 @@ def main():
             m = meta[f"{c}/{f}"]
             i = uuid.uuid4()
             s.execute(ins_d, (i, label, data))
-            s.execute(ins_m, (m["patient_id"], int(m["slide"]), int(m["x"]), int(m["y"]), label, i))
+            s.execute(ins_m, (m["patient_id"], slide_num(m["slide"]), int(m["x"]), int(m["y"]), label, i))
             out.append({"id": str(i), "rel": f"{c}/{f}", "label": label, "split": "", "patient": m["patient_id"]})
     cluster.shutdown()
     json.dump({"rows": out}, sys.stdout)
