@@ -12,8 +12,8 @@ import (
 )
 
 // TestAttachWithSelectOnlyRole attaches and mounts a table as a role that may only SELECT
-// in the table's keyspace (and create keyspaces, for the catalogue), on a node that
-// enforces permissions: attach and mount need nothing more, and the table's rows stay as
+// in the table's keyspace (and do anything in the catalogue's, made for it beforehand), on
+// a node that enforces permissions: attach and mount need nothing more, and the table's rows stay as
 // they were.
 func TestAttachWithSelectOnlyRole(t *testing.T) {
 	n := startSecureNode(t, "CASSFS_CASSANDRA_AUTHZ=1")
@@ -32,7 +32,9 @@ func TestAttachWithSelectOnlyRole(t *testing.T) {
 		`CREATE TABLE theirs.data_train (id uuid, label int, data blob, PRIMARY KEY ((id)))`,
 		`CREATE ROLE ` + user + ` WITH PASSWORD = '` + password + `' AND LOGIN = true`,
 		`GRANT SELECT ON KEYSPACE theirs TO ` + user,
-		`GRANT CREATE ON ALL KEYSPACES TO ` + user,
+		// The catalogue's keyspace, made for the role, which may do anything there.
+		`CREATE KEYSPACE mine WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}`,
+		`GRANT ALL PERMISSIONS ON KEYSPACE mine TO ` + user,
 	} {
 		if err := s.Query(q).Exec(); err != nil {
 			t.Fatalf("%s: %v", q, err)

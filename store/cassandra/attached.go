@@ -83,8 +83,17 @@ func (c *Store) readAttachState(ctx context.Context) (*attachState, error) {
 	return st, nil
 }
 
-// checkAttachState decides whether the dataset can be opened as cfg asks.
-func (c *Store) checkAttachState(st *attachState, existed bool) error {
+// checkAttachState decides whether the dataset can be opened as cfg asks. An attach may
+// make its catalogue in an existing keyspace with no table: one an administrator made for
+// it, granting the login all permissions there and only SELECT on the attached tables.
+func (c *Store) checkAttachState(ctx context.Context, st *attachState, existed bool) error {
+	if c.cfg.Attach && existed && st.kind != "attached" {
+		empty, err := c.emptyKeyspace(ctx)
+		if err != nil {
+			return err
+		}
+		existed = !empty
+	}
 	switch {
 	case c.cfg.Attach && existed && st.kind != "attached":
 		return fmt.Errorf("dataset %q exists and was not made by attach (cassfs ingest made it, or another tool the keyspace): attach makes a dataset of its own; choose another name", c.cfg.Dataset)
@@ -249,4 +258,16 @@ func (c *Store) sourceOf(ctx context.Context, id uuid.UUID) (int, error) {
 		return 0, fmt.Errorf("no source of it in dataset %q: %w", c.cfg.Dataset, store.ErrNotFound)
 	}
 	return k, nil
+}
+
+// emptyKeyspace reports whether the dataset's keyspace has no table.
+func (c *Store) emptyKeyspace(ctx context.Context) (bool, error) {
+	var n int
+	err := c.readMeta(ctx, func(rctx context.Context) error {
+		return c.session.Query(`SELECT count(*) FROM system_schema.tables WHERE keyspace_name = ?`, c.cfg.Dataset).WithContext(rctx).Idempotent(true).Scan(&n)
+	})
+	if err != nil {
+		return false, fmt.Errorf("list the tables of dataset %q: %w", c.cfg.Dataset, kinded(err))
+	}
+	return n == 0, nil
 }

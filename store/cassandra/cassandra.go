@@ -287,7 +287,7 @@ func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	if !cfg.Create {
-		if err := c.checkAttachState(c.attach, true); err != nil {
+		if err := c.checkAttachState(ctx, c.attach, true); err != nil {
 			return nil, err
 		}
 	}
@@ -299,7 +299,7 @@ func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 				return nil, err
 			}
 		}
-		if err := c.checkAttachState(c.attach, !made); err != nil {
+		if err := c.checkAttachState(ctx, c.attach, !made); err != nil {
 			return nil, err
 		}
 		create := c.createTables
