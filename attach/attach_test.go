@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
@@ -115,11 +116,11 @@ func TestAttachThePluginsTables(t *testing.T) {
 	if got, want := rep.Read, int64(12); got != want {
 		t.Errorf("got %d blobs read, want %d", got, want)
 	}
-	labels, _ := st.Labels(ctx)
+	labels := testkit.Must(st.Labels(ctx))(t)
 	if want := []string{"tench", "church"}; !slices.Equal(labels, want) {
 		t.Errorf("got classes %q, want %q (from or_label)", labels, want)
 	}
-	cols, _ := st.Columns(ctx)
+	cols := testkit.Must(st.Columns(ctx))(t)
 	if want := []string{"or_split"}; !slices.Equal(cols, want) {
 		t.Errorf("got metadata columns %q, want %q", cols, want)
 	}
@@ -131,11 +132,11 @@ func TestAttachThePluginsTables(t *testing.T) {
 			t.Errorf("split %s: got %v, %v, want %v", split, got, err, want)
 		}
 	}
-	srcs, _ := st.Sources(ctx)
+	srcs := testkit.Must(st.Sources(ctx))(t)
 	if len(srcs) != 2 || srcs[0] != (store.Source{Split: "train", Keyspace: "ks", Table: "data_train", IDColumn: "id", DataColumn: "data", LabelColumn: "label"}) {
 		t.Errorf("got sources %+v", srcs)
 	}
-	entries, _ := st.Entries(ctx)
+	entries := testkit.Must(st.Entries(ctx))(t)
 	n := 0
 	err := st.Scan(ctx, func(s store.Sample) error {
 		n++
@@ -261,7 +262,7 @@ func TestAttachBadInput(t *testing.T) {
 		if c.beforeRead && f.reads.Load() > 0 {
 			t.Errorf("%s: %d blobs read before the error, want none", c.name, f.reads.Load())
 		}
-		if srcs, _ := st.Sources(context.Background()); len(srcs) > 0 {
+		if srcs := testkit.Must(st.Sources(context.Background()))(t); len(srcs) > 0 {
 			t.Errorf("%s: sources recorded (the dataset is visible) after bad input", c.name)
 		}
 	}
@@ -284,8 +285,8 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	st := memstore.New("tissue", memstore.Options{})
 	rep := attachAll(t, f, st, Options{Data: []TableName{{Keyspace: "tp", Table: "data_by_uuid"}}, Meta: []TableName{{Keyspace: "tp", Table: "metadata_by_uuid"}}})
 	ctx := context.Background()
-	labels, _ := st.Labels(ctx)
-	cols, _ := st.Columns(ctx)
+	labels := testkit.Must(st.Labels(ctx))(t)
+	cols := testkit.Must(st.Columns(ctx))(t)
 	if want := []string{"class_0", "class_1"}; !slices.Equal(labels, want) {
 		t.Errorf("got classes %q, want %q", labels, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gocql/gocql"
+	"github.com/google/uuid"
 )
 
 // TestAttachWithSelectOnlyRole attaches and mounts a table as a role that may only SELECT
@@ -50,7 +51,7 @@ func TestAttachWithSelectOnlyRole(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id, _ := gocql.RandomUUID()
+			id := gocql.UUID(uuid.New())
 			if err := s.Query(`INSERT INTO theirs.data_train (id, label, data) VALUES (?, ?, ?)`, id, label, data).Exec(); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/gocql/gocql"
 	"github.com/google/uuid"
 )
@@ -120,7 +121,10 @@ func sourceTree(t *testing.T, root string) *srcDataset {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
 		sum := sha256.Sum256(data)
 		d.sha[rel], d.byHash[hex.EncodeToString(sum[:])] = hex.EncodeToString(sum[:]), rel
 		return nil
@@ -234,7 +238,7 @@ func TestAttachDALIPluginTables(t *testing.T) {
 	}
 	s := cql(t, ks)
 	defer s.Close()
-	id, _ := gocql.ParseUUID(victim)
+	id := gocql.UUID(uuid.MustParse(victim))
 	var data []byte
 	if err := s.Query(`SELECT data FROM data_val WHERE id = ?`, id).Scan(&data); err != nil {
 		t.Fatal(err)
@@ -244,7 +248,7 @@ func TestAttachDALIPluginTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 := startMount(t, ds, "--metrics-addr", "127.0.0.1:0", "--timeout", "3s")
-	matches, _ := filepath.Glob(filepath.Join(m2.dir, "by-uuid", victim+".*"))
+	matches := testkit.Must(filepath.Glob(filepath.Join(m2.dir, "by-uuid", victim+".*")))(t)
 	if len(matches) != 1 {
 		t.Fatalf("by-uuid/%s.*: %v", victim, matches)
 	}
@@ -303,7 +307,7 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	// Bad input first: a metadata row whose label contradicts the data row.
 	s := cql(t, ks)
 	defer s.Close()
-	bad, _ := gocql.ParseUUID(w.Rows[0].ID)
+	bad := gocql.UUID(uuid.MustParse(w.Rows[0].ID))
 	if err := s.Query(`UPDATE metadata_by_uuid SET label = 7 WHERE patch_id = ?`, bad).Exec(); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +321,9 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	var left int
 	if err := s.Query(`SELECT count(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ds).Scan(&left); err != nil || left != 0 {
 		t.Errorf("keyspace %s after a first attach stopped by bad input: %d, %v; want it gone", ds, left, err)
+	}
+	if got := tableRows(t, ks); !maps2Equal(got, before) {
+		t.Errorf("CassandraDL's tables after a failed attach: %v, before %v", got, before)
 	}
 	if err := s.Query(`UPDATE metadata_by_uuid SET label = ? WHERE patch_id = ?`, w.Rows[0].Label, bad).Exec(); err != nil {
 		t.Fatal(err)

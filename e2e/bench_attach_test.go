@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gocql/gocql"
+	"github.com/google/uuid"
 )
 
 // BenchmarkAttachedColdEpoch compares, in one run, a cold epoch (new mount, page cache
@@ -49,7 +50,7 @@ func BenchmarkAttachedColdEpoch(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			id, _ := gocql.RandomUUID()
+			id := gocql.UUID(uuid.New())
 			if err := s.Query(`INSERT INTO `+ks+`.data_train (id, label, data) VALUES (?, ?, ?)`, id, label, data).Exec(); err != nil {
 				b.Fatal(err)
 			}
