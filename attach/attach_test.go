@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -295,5 +297,50 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	}
 	if len(rep.Splits) != 0 {
 		t.Errorf("got splits %q, want none (the mount's all)", rep.Splits)
+	}
+}
+
+// TestSplitLists pins that a split given as a list of ids is stored as given, and that an
+// id in no data table, or listed twice, is refused naming its line.
+func TestSplitLists(t *testing.T) {
+	f, ids := pluginTables(t)
+	dir := t.TempDir()
+	write := func(name string, lines ...string) string {
+		p := filepath.Join(dir, name)
+		testkit.Check(t, os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644))
+		return "mine=" + p
+	}
+	good := write("good", "# three of train", ids["train"][2].String(), "", ids["train"][0].String(), ids["val"][1].String())
+	sl, err := ReadSplitList(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := pluginOptions()
+	opts.Lists = []SplitList{sl}
+	st := memstore.New("plugin", memstore.Options{})
+	attachAll(t, f, st, opts)
+	got := testkit.Must(st.SplitMembers(context.Background(), "mine"))(t)
+	if want := []uuid.UUID{ids["train"][2], ids["train"][0], ids["val"][1]}; !slices.Equal(got, want) {
+		t.Errorf("split mine: got %v, want %v", got, want)
+	}
+
+	for _, c := range []struct {
+		name, arg, says string
+	}{
+		{"unknown id", write("unknown", ids["val"][0].String(), uuid.NewString()), "split list mine, line 2: "},
+		{"twice", write("twice", ids["val"][0].String(), ids["val"][0].String()), "listed twice"},
+	} {
+		sl, err := ReadSplitList(c.arg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Lists = []SplitList{sl}
+		_, err = Prepare(context.Background(), f, opts)
+		if err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.says)
+		}
+	}
+	if _, err := ReadSplitList(write("bad", "not-a-uuid")); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("a line that is no uuid: got %v, want an error naming line 1", err)
 	}
 }
