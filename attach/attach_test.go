@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
@@ -342,5 +343,21 @@ func TestSplitLists(t *testing.T) {
 	}
 	if _, err := ReadSplitList(write("bad", "not-a-uuid")); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("a line that is no uuid: got %v, want an error naming line 1", err)
+	}
+}
+
+// TestPacerBoundsTheRate pins that reads booked through a pacer average at most its rate:
+// three reads of 50 kB at 1 MB/s take at least the 100 ms the first two are owed.
+func TestPacerBoundsTheRate(t *testing.T) {
+	p := newPacer(1_000_000)
+	start := time.Now()
+	for range 3 {
+		testkit.Check(t, p.wait(context.Background(), 50_000))
+	}
+	if got, want := time.Since(start), 100*time.Millisecond; got < want {
+		t.Errorf("three 50 kB reads at 1 MB/s took %v, want at least %v", got, want)
+	}
+	if newPacer(0) != nil {
+		t.Errorf("a rate of 0 made a pacer, want none (no limit)")
 	}
 }

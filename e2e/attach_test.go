@@ -342,6 +342,13 @@ func TestAttachCassandraDLTables(t *testing.T) {
 		dirs = append(dirs, fmt.Sprintf("class_%d", l))
 	}
 	readEpochs(t, src, classes, dirs, filepath.Join(m.dir, "all"))
+	// The metadata table's columns are the samples' metadata.
+	csv := string(testkit.Must(os.ReadFile(filepath.Join(m.dir, "all", "samples.csv")))(t))
+	for _, want := range []string{"patient_id", "slide_num", w.Rows[5].ID + ",", "," + w.Rows[5].Patient + ","} {
+		if !strings.Contains(csv, want) {
+			t.Errorf("all/samples.csv lacks %q:\n%.400s", want, csv)
+		}
+	}
 	m.stop(t)
 
 	if r := cassfs(t, "split", "create", "-d", ds, "--names", "train,val", "--ratios", "2:1", "--group-by", "patient_id"); r.code != 0 {
