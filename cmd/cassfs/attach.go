@@ -17,8 +17,9 @@ func newDatasetAttachCmd() *cobra.Command {
 		Short: "Make a dataset of tables another tool wrote, without copying a blob",
 		Long: `attach makes dataset NAME of existing image tables (CassandraDL's data_by_uuid +
 metadata_by_uuid, the DALI plugin's data_train + metadata_train, ...), to mount, split and
-inspect as an ingested one. Nothing is copied or written into them (SELECT suffices):
-cassfs keeps its catalogue in keyspace NAME and reads each blob from its table.
+inspect as an ingested one. Nothing is copied or written into them: cassfs keeps its
+catalogue in keyspace NAME (which may exist, empty) and reads each blob from its table;
+the login needs SELECT on them and all permissions on NAME.
 
 From each table's schema: the id is its one uuid partition key, the image its blob column,
 the label an int column named label (none: one class); flags name them where that is not
