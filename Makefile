@@ -14,7 +14,7 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 deps: ## install what is missing: Go modules, Java 17 and Maven (Debian), the Cassandra jars
-	@command -v $(GO) >/dev/null || { echo "Go 1.24+ is required: https://go.dev/dl/" >&2; exit 1; }
+	@command -v $(GO) >/dev/null || { echo "Go 1.26.8+ is required (go.mod): https://go.dev/dl/" >&2; exit 1; }
 	$(GO) mod download
 	./e2e/cassandra.sh fetch
 
@@ -52,6 +52,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -tags e2e -run '^$$' -bench MountStart -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/mount-start.txt
 	$(GO) test -tags e2e -run '^$$' -bench ImageNetScale -benchtime 1x -count 1 -timeout 90m -v ./e2e/ 2>&1 | grep -v '^=== ' | tee bench/imagenet-scale.txt
 	$(GO) test -tags e2e -run '^$$' -bench CacheDir -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/cachedir.txt
+	$(GO) test -tags e2e -run '^$$' -bench BeyondCache -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/beyond-cache.txt
 	$(GO) test -tags e2e -run '^$$' -bench OneMountPerNode -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/one-mount-per-node.txt
 	$(GO) test -tags e2e -run '^$$' -bench AttachedColdEpoch -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/attached-cold-epoch.txt
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt

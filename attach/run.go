@@ -223,13 +223,14 @@ func (p *pacer) wait(ctx context.Context, n int64) error {
 	}
 }
 
-// Attach prepares and runs an attach into st, reading the tables through tb. The catalogue
-// of a dataset never completed before is dropped when bad input stops it (st is dropped
-// if it can be: a Drop(ctx) method), so nothing half-made stays.
-func Attach(ctx context.Context, st store.Attacher, tb Tables, opts Options) (*Plan, Report, error) {
+// Attach prepares and runs an attach into st, reading the tables through tb, and prints
+// its report on out when it is done. The catalogue of a dataset never completed before is
+// dropped when bad input stops it (st is dropped if it can be: a Drop(ctx) method), so
+// nothing half-made stays.
+func Attach(ctx context.Context, st store.Attacher, tb Tables, opts Options, out io.Writer) (Report, error) {
 	before, err := st.Sources(ctx)
 	if err != nil {
-		return nil, Report{}, err
+		return Report{}, err
 	}
 	fail := func(err error) error {
 		var in *InputError
@@ -247,13 +248,14 @@ func Attach(ctx context.Context, st store.Attacher, tb Tables, opts Options) (*P
 	}
 	plan, err := Prepare(ctx, tb, opts)
 	if err != nil {
-		return nil, Report{}, fail(err)
+		return Report{}, fail(err)
 	}
 	rep, err := plan.Run(ctx, st)
 	if err != nil {
-		return plan, rep, fail(err)
+		return rep, fail(err)
 	}
-	return plan, rep, nil
+	rep.Print(out, st.Dataset())
+	return rep, nil
 }
 
 // Print writes the report as cassfs dataset attach shows it.

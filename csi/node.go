@@ -49,15 +49,39 @@ func path(what, p string) (string, error) {
 	return filepath.Clean(p), nil
 }
 
-func (d *driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+// nodeRequest is any of the node service's requests: each names its volume, and carries
+// some of a staging path, a target path and a volume capability.
+type nodeRequest interface{ GetVolumeId() string }
+
+// checkRequest checks what a node request carries before anything is done with it: a
+// volume id; a target path and a staging path, if the request has them, absolute
+// (returned clean); a capability, if it has one, that a read-only filesystem can be
+// (checkCapability). The first missing or malformed field is an InvalidArgument error.
+func checkRequest(req nodeRequest) (staging, target string, err error) {
 	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "no volume id")
+		return "", "", status.Error(codes.InvalidArgument, "no volume id")
 	}
-	staging, err := path("staging target path", req.GetStagingTargetPath())
+	if r, ok := req.(interface{ GetTargetPath() string }); ok {
+		if target, err = path("target path", r.GetTargetPath()); err != nil {
+			return "", "", err
+		}
+	}
+	if r, ok := req.(interface{ GetStagingTargetPath() string }); ok {
+		if staging, err = path("staging target path", r.GetStagingTargetPath()); err != nil {
+			return "", "", err
+		}
+	}
+	if r, ok := req.(interface{ GetVolumeCapability() *csi.VolumeCapability }); ok {
+		if err := checkCapability(r.GetVolumeCapability()); err != nil {
+			return "", "", err
+		}
+	}
+	return staging, target, nil
+}
+
+func (d *driver) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	staging, _, err := checkRequest(req)
 	if err != nil {
-		return nil, err
-	}
-	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
 	vol, err := mount.VolumeFromAttributes(req.GetVolumeContext())
@@ -155,10 +179,7 @@ func (d *driver) stage(ctx context.Context, req *csi.NodeStageVolumeRequest, sta
 }
 
 func (d *driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "no volume id")
-	}
-	staging, err := path("staging target path", req.GetStagingTargetPath())
+	staging, _, err := checkRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -184,17 +205,7 @@ func (d *driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 }
 
 func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "no volume id")
-	}
-	target, err := path("target path", req.GetTargetPath())
-	if err != nil {
-		return nil, err
-	}
-	if err := checkCapability(req.GetVolumeCapability()); err != nil {
-		return nil, err
-	}
-	staging, err := path("staging target path", req.GetStagingTargetPath())
+	staging, target, err := checkRequest(req)
 	if err != nil {
 		return nil, err
 	}
@@ -248,10 +259,7 @@ func bind(staging, target string) error {
 // NodeUnpublishVolume unmounts target and removes it: the plugin made it (the CSI spec
 // has the plugin make target paths and remove them).
 func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "no volume id")
-	}
-	target, err := path("target path", req.GetTargetPath())
+	_, target, err := checkRequest(req)
 	if err != nil {
 		return nil, err
 	}

@@ -11,25 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/cassandra"
 )
-
-// writeTree writes files (relative path → content) under a new root.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
 
 func listed(t *testing.T, dataset string) []string {
 	t.Helper()
@@ -46,7 +31,7 @@ func listed(t *testing.T, dataset string) []string {
 // and exactly the good files are listed.
 func TestIngestSkipsBadFiles(t *testing.T) {
 	good := strings.Repeat("x", 500)
-	root := writeTree(t, map[string]string{
+	root := testkit.WriteTree(t, map[string]string{
 		"cat/ok1.jpg":        good,
 		"cat/OK2.PNG":        good,
 		"dog/ok3.jpeg":       good,
@@ -113,7 +98,7 @@ func TestIngestRejectsBadCSV(t *testing.T) {
 			[]string{"wrong number of fields"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			root := writeTree(t, tree)
+			root := testkit.WriteTree(t, tree)
 			csvPath := filepath.Join(t.TempDir(), "meta.csv")
 			if err := os.WriteFile(csvPath, []byte(tc.csv), 0o644); err != nil {
 				t.Fatal(err)
@@ -139,10 +124,10 @@ func TestIngestRejectsBadCSV(t *testing.T) {
 
 func TestIngestRefusesChangedClasses(t *testing.T) {
 	ds := newDataset(t, "classes")
-	if r := cassfs(t, "ingest", "-d", ds, writeTree(t, map[string]string{"a/1.jpg": "1", "b/2.jpg": "2"})); r.code != 0 {
+	if r := cassfs(t, "ingest", "-d", ds, testkit.WriteTree(t, map[string]string{"a/1.jpg": "1", "b/2.jpg": "2"})); r.code != 0 {
 		t.Fatalf("first ingest: %v", r)
 	}
-	r := cassfs(t, "ingest", "-d", ds, writeTree(t, map[string]string{"a/1.jpg": "1", "aa/3.jpg": "3", "b/2.jpg": "2"}))
+	r := cassfs(t, "ingest", "-d", ds, testkit.WriteTree(t, map[string]string{"a/1.jpg": "1", "aa/3.jpg": "3", "b/2.jpg": "2"}))
 	if r.code != 1 || !strings.Contains(r.stderr, "classes cannot change") {
 		t.Fatalf("ingest with a new class: want a refusal:\n%v", r)
 	}
@@ -152,7 +137,7 @@ func TestIngestRefusesChangedClasses(t *testing.T) {
 }
 
 func TestIngestUnreachableDatabase(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "1"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "1"})
 	r := cassfs(t, "ingest", "--hosts", "127.0.0.1:1", "--timeout", "2s", "-d", "nowhere", root)
 	if r.code != 1 || !strings.Contains(r.stderr, "connect to Cassandra at 127.0.0.1:1") {
 		t.Fatalf("want a clear connection error:\n%v", r)
@@ -160,7 +145,7 @@ func TestIngestUnreachableDatabase(t *testing.T) {
 }
 
 func TestIngestUsageErrors(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "1"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "1"})
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -171,6 +171,13 @@ func TestStatsCommand(t *testing.T) {
 			t.Errorf("stats output lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	// The memory cgroup the daemon is charged to, where the machine has one (its limit,
+	// usage and page cache: pushed pages are charged to the daemon).
+	if cg, err := os.ReadFile("/proc/self/cgroup"); err == nil && regexp.MustCompile(`(?m)(^\d+:[^:]*\bmemory\b[^:]*:|^0::)`).Match(cg) {
+		if !regexp.MustCompile(`memory    cgroup limit \S+( \S+)?, \S+ \S+ charged, of which \S+ \S+ page cache`).MatchString(r.stdout) {
+			t.Errorf("stats output lacks the memory cgroup's line:\n%s", r.stdout)
+		}
+	}
 	if r := cassfs(t, "stats", t.TempDir()); r.code != 1 || !strings.Contains(r.stderr, "no cassfs mount serves") {
 		t.Errorf("stats of a plain directory: %s", r)
 	}

@@ -235,10 +235,19 @@ func startMount(t testing.TB, dataset string, args ...string) *mounted {
 
 func startMountAt(t testing.TB, dir, dataset string, args ...string) *mounted {
 	t.Helper()
+	return startMountWith(t, dir, dataset, nil, args...)
+}
+
+// startMountWith is startMountAt with the command changed by wrap, if set, before it starts.
+func startMountWith(t testing.TB, dir, dataset string, wrap func(*exec.Cmd), args ...string) *mounted {
+	t.Helper()
 	m := &mounted{dir: dir, stderr: &syncBuf{}, done: make(chan error, 1)}
 	m.cmd = exec.Command(cassfsBin, append([]string{"mount", "-d", dataset}, append(args, dir)...)...)
 	m.cmd.Env = append(os.Environ(), "CASSFS_HOSTS="+strings.Join(hosts, ","))
 	m.cmd.Stderr = m.stderr
+	if wrap != nil {
+		wrap(m.cmd)
+	}
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -77,8 +77,8 @@ func freezeOnScan(t *testing.T, name, ds string, hold time.Duration) *link {
 
 // TestScanThroughAFrozenConnection: (with --scan-index, as the dataset has an index snapshot)
 // the connection of the metadata scan's first page freezes
-// for 4 s, longer than three request deadlines (--timeout 1s; the scan used to give a range
-// three and fail the mount): the mount still starts with the whole dataset, and dataset
+// for 4 s, longer than three request deadlines (--timeout 1s; a scan that gave a range
+// three tries would fail the mount): the mount still starts with the whole dataset, and dataset
 // list, frozen the same way, prints the dataset's true count.
 func TestScanThroughAFrozenConnection(t *testing.T) {
 	d := sharedDataset(t)

@@ -32,13 +32,7 @@ func BenchmarkCachedEpochSourcesWithoutPassthrough(b *testing.B) {
 	ctx := context.Background()
 	const n = 4000
 	st := memstore.New("test", memstore.Options{})
-	testkit.Check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
-	blobs := make([][]byte, n)
-	for i := range n {
-		s, data := testkit.EpochSample("test", i)
-		testkit.Check(b, st.Put(ctx, s, data, nil))
-		blobs[i] = data
-	}
+	blobs := testkit.PutEpochSamples(b, st, n)
 	ix, err := index.Load(ctx, st)
 	testkit.Check(b, err)
 	for range b.N {

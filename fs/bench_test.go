@@ -112,7 +112,6 @@ func BenchmarkIndexMemoryMetadata(b *testing.B) {
 				ix := bigIndexMeta(b, n, 1000, tc.meta)
 				after := heapInUse()
 				b.ReportMetric(float64(after-before)/n, "index-B/sample")
-				b.ReportMetric(float64(ix.MetaBytes())/n, "metadata-B/sample")
 				set := view.New(view.Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}})
 				tab, _ := set.Table("all")
 				start := time.Now()

@@ -126,7 +126,13 @@ type Config struct {
 	// kernel knows the inode now, so its blob can be pushed (and counts as read: the
 	// reader's open and read will not reach cassfs).
 	LookedAhead func(i uint32)
-	Logger      *slog.Logger
+	// PushRoom, if set, is asked before a push writes n bytes into the page cache: pushed
+	// pages are charged to the daemon's memory cgroup, and past its limit the kernel would
+	// reclaim pages pushed before, unread ones among them. On false the push is not made
+	// (counted as OverLimit) and the sample's READs carry it, their pages charged to the
+	// reader.
+	PushRoom func(n int64) bool
+	Logger   *slog.Logger
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -159,10 +165,11 @@ type FS struct {
 	known, knownTargets bitset.Set
 	// resident has bit i set while sample i's pages (and its target's) are in the page
 	// cache as far as cassfs knows: pushed or read whole, and no READ of it since (push.go).
-	resident   bitset.Set
-	push       pushCounters
-	ahead      atomic.Pointer[lookahead] // set by StartLookahead, cleared when its helper is gone
-	aheadStats atomic.Pointer[lookahead] // the same, kept for its counters
+	resident bitset.Set
+	push     pushCounters
+	// helper is the lookahead helper's feed while the helper runs (StartLookahead; nil once
+	// it is gone), lastHelper the last one, kept for its counters.
+	helper, lastHelper atomic.Pointer[lookahead]
 }
 
 // ServeStats counts what readers were served.

@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -70,8 +69,13 @@ import (
 // then; before, the blobs the prefetcher held for the names after the readers waited for
 // their READs.
 //
+// What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
+// for readers that shuffle, which class directories are listed), is decided by a
+// view.Follower, FUSE-free and tested by itself; this file feeds the helper, reads its
+// answers, pushes and reports.
+//
 // lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
-// bitset, lock-free) and the views' pure functions; go-fuse's tree, the views' bindings,
+// bitset, lock-free), the Follower and the views' pure functions; go-fuse's tree, the views' bindings,
 // the prefetcher and the cache's pushes are all reached with it released.
 
 // LookaheadOptions tune the names looked up ahead.
@@ -91,8 +95,10 @@ type lookahead struct {
 	wake chan struct{}
 	done chan struct{}
 
-	mu      sync.Mutex
-	views   map[view.Key]*ahead   // guarded by mu: epoch views readers are in
+	mu sync.Mutex
+	// follow decides what is looked up ahead in the epoch views readers are in, and when
+	// (view.Follower: the rules are there); guarded by mu.
+	follow  *view.Follower
 	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
 	bySeq   map[uint64]pendingKey // guarded by mu
 	lists   map[uint64]listKey    // guarded by mu: listings sent, by sequence number
@@ -116,30 +122,9 @@ type pendingKey struct {
 	k   uint32
 }
 
-// A class directory's listing by the helper (see "Whole class directories").
-const (
-	listUntried  = iota
-	listPending  // asked of the helper, not answered yet
-	listDone     // answered
-	listDeclined // some sample of the class was not held
-)
-
 type listKey struct {
 	key   view.Key
 	label int
-}
-
-// ahead is one epoch view's lookahead state; guarded by lookahead.mu.
-type ahead struct {
-	e        *view.Epoch
-	dir      string     // the epoch directory's path from the mount root
-	head     int        // furthest index of the order a reader looked up
-	reported int        // readers' accesses reported up to this index
-	next     int        // next index to send to the helper
-	sent     bitset.Set // indices sent to the helper, or looked up by its listing
-	listed   []uint8    // per label: listUntried, listPending, listDone or listDeclined
-	lookups  int        // readers' own lookups in the view
-	random   bool       // a reader looked up a name far behind the others: no looking ahead
 }
 
 // LookaheadStats counts names looked up ahead.
@@ -153,23 +138,20 @@ type LookaheadStats struct {
 // mount's lookahead is set up, and stops when in ends. Call it once, before or after
 // Mount: the helper is sent names only once readers look them up.
 func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) {
-	if opts.Distance <= 0 {
-		opts.Distance = 512
-	}
-	if opts.Every <= 1 {
-		opts.Every = 32
-	}
+	follow := view.NewFollower(view.FollowOptions{Distance: opts.Distance, Every: opts.Every})
+	fo := follow.Options()
+	opts.Distance, opts.Every = fo.Distance, fo.Every
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		views: map[view.Key]*ahead{}, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
-	f.ahead.Store(la)
-	f.aheadStats.Store(la)
+		follow: follow, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
+	f.helper.Store(la)
+	f.lastHelper.Store(la)
 	go la.feed()
 	go la.answers(in)
 }
 
 // LookaheadStats returns the names looked up ahead so far.
 func (f *FS) LookaheadStats() LookaheadStats {
-	la := f.aheadStats.Load()
+	la := f.lastHelper.Load()
 	if la == nil {
 		return LookaheadStats{}
 	}
@@ -209,33 +191,13 @@ func (la *lookahead) lookedUp(key view.Key, k, i uint32) {
 // too (reported now), and the helper may run further.
 func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) {
 	la.mu.Lock()
-	a := la.views[e.Key]
-	if a == nil {
+	dir := ""
+	if !la.follow.Follows(e) {
 		la.mu.Unlock()
-		dir := path.Dir(classPath()) // go-fuse's tree locks: not under mu
+		dir = path.Dir(classPath()) // go-fuse's tree locks: not under mu
 		la.mu.Lock()
-		if a = la.views[e.Key]; a == nil {
-			if len(la.views) >= 8 { // views readers left behind
-				clear(la.views)
-			}
-			a = &ahead{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, len(la.f.views.ClassNames()))}
-			la.views[e.Key] = a
-		}
 	}
-	covered := 0
-	if int(k) > a.reported {
-		for j := a.reported + 1; j < int(k); j++ {
-			if a.sent.Has(uint32(j)) {
-				covered++
-			}
-		}
-		a.reported = int(k)
-	}
-	a.lookups++
-	if int(k)+la.opts.Distance < a.head {
-		a.random = true // readers that shuffle for themselves: looking ahead along the order would only cost
-	}
-	a.head = max(a.head, int(k))
+	covered := la.follow.ReaderAt(e, dir, k)
 	la.mu.Unlock()
 	la.f.views.Advance(e, covered)
 	select {
@@ -286,65 +248,33 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 	lines = append(lines, la.queued...)
 	checks := len(la.queued)
 	la.queued = la.queued[:0]
-	held := la.f.cfg.Held
-	for _, a := range la.views {
-		if a.random || a.lookups < 2*la.opts.Every {
-			continue // not (yet) readers walking the epoch in order
-		}
-		n := len(a.e.Order)
-		a.next = max(a.next, a.head+1)
-		for a.next < min(a.head+1+la.opts.Distance, n) {
-			k := a.next
-			if (k+int(a.e.Start))%la.opts.Every == 0 {
-				a.next++ // a probe: the readers look it up themselves
-				continue
-			}
-			if a.sent.Has(uint32(k)) {
-				a.next++ // looked up by its directory's listing
-				continue
-			}
-			i := a.e.Order[k]
-			label := la.f.ix.Label(i)
-			if a.listed[label] == listUntried {
-				a.listed[label] = listDeclined
-				if held != nil && allHeld(a.e, label, held) {
-					la.seq++
-					la.lists[la.seq] = listKey{a.e.Key, label}
-					a.listed[label] = listPending
-					lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+a.dir+"/"+la.f.views.ClassNames()[label]+"\n")
-				}
-			}
-			if a.listed[label] == listPending && k > a.head+la.opts.Every {
-				waiting = true
-				break // its listing looks it up, or leaves it to be sent after
-			}
-			if held != nil && !held(i) {
-				waiting = true
-				break // not arrived yet: tried again shortly
-			}
-			la.seq++
-			pk := pendingKey{a.e.Key, uint32(k)}
-			la.pending[pk] = false
-			la.bySeq[la.seq] = pk
-			a.sent.Put(uint32(k), true)
-			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+la.namePath(a, label, k)+"\n")
-			a.next++
-		}
-	}
+	classes := la.f.views.ClassNames()
+	waiting = la.follow.Next(la.f.cfg.Held, func(e *view.Epoch, dir string, k uint32) {
+		la.seq++
+		pk := pendingKey{e.Key, k}
+		la.pending[pk] = false
+		la.bySeq[la.seq] = pk
+		lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+la.namePath(e, dir, k)+"\n")
+	}, func(e *view.Epoch, dir string, label int) {
+		la.seq++
+		la.lists[la.seq] = listKey{e.Key, label}
+		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
+	})
 	la.sent.Add(int64(len(lines) - checks))
 	return lines, waiting
 }
 
-// namePath is the path, from the mount's root, of index k of view a, of class label.
-func (la *lookahead) namePath(a *ahead, label int, k int) string {
-	return a.dir + "/" + la.f.views.ClassNames()[label] + "/" + a.e.NameAt(uint32(k), false)
+// namePath is the path, from the mount's root, of index k of view e, whose directory is
+// dir.
+func (la *lookahead) namePath(e *view.Epoch, dir string, k uint32) string {
+	return dir + "/" + la.f.views.ClassNames()[la.f.ix.Label(e.Order[k])] + "/" + e.NameAt(k, false)
 }
 
 // answers reads the helper's answers: each name looked up, its sample's blob is pushed.
 func (la *lookahead) answers(in io.Reader) {
 	defer func() {
 		// The helper is gone: readers look names up themselves from now on, as without it.
-		la.f.ahead.CompareAndSwap(la, nil)
+		la.f.helper.CompareAndSwap(la, nil)
 		close(la.done)
 	}()
 	sc := bufio.NewScanner(in)
@@ -364,9 +294,7 @@ func (la *lookahead) answers(in io.Reader) {
 		la.mu.Lock()
 		if lk, ok := la.lists[seq]; ok {
 			delete(la.lists, seq)
-			if a := la.views[lk.key]; a != nil {
-				a.listed[lk.label] = listDone
-			}
+			la.follow.Listed(lk.key, lk.label)
 			listed := la.listedUnpushed[lk]
 			delete(la.listedUnpushed, lk)
 			la.mu.Unlock()
@@ -388,18 +316,18 @@ func (la *lookahead) answers(in io.Reader) {
 		pushed := la.pending[pk]
 		delete(la.bySeq, seq)
 		delete(la.pending, pk)
-		a := la.views[pk.key]
+		e, followed := la.follow.Epoch(pk.key)
 		la.mu.Unlock()
-		if !ok || a == nil {
+		if !ok || !followed {
 			continue
 		}
 		la.answered.Add(1)
 		if pushed {
 			continue
 		}
-		i := a.e.Order[pk.k]
-		name := a.e.NameAt(pk.k, false)
-		if b, ok := la.f.views.LookupAhead(a.e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
+		i := e.Order[pk.k]
+		name := e.NameAt(pk.k, false)
+		if b, ok := la.f.views.LookupAhead(e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
 			la.f.cfg.LookedAhead(b)
 		}
 	}
@@ -471,24 +399,13 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	return sc.Err()
 }
 
-// allHeld reports whether every sample of label in view e is held.
-func allHeld(e *view.Epoch, label int, held func(uint32) bool) bool {
-	for _, k := range e.ByClass[label] {
-		if !held(e.Order[k]) {
-			return false
-		}
-	}
-	return true
-}
-
 // listedLookup looks up name, listed in class directory d of view e, if the helper was
 // asked to list d (see "Whole class directories"): ok is false otherwise. A probe, a name
 // the readers are at, and a name sent to the helper by itself go out without a node.
 func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoch, name string, out *fuse.EntryOut) (_ *gofs.Inode, _ syscall.Errno, ok bool) {
 	k, found := e.EntryPos(name)
 	la.mu.Lock()
-	a := la.views[e.Key]
-	if a == nil || a.e != e || a.listed[d.label] != listPending {
+	if !la.follow.Listing(e, d.label) {
 		la.mu.Unlock()
 		return nil, 0, false
 	}
@@ -496,10 +413,7 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 		la.mu.Unlock()
 		return nil, syscall.ENOENT, true
 	}
-	// Names within Every of the furthest reader are left to the per-name lookups: a reader
-	// may be looking one up right now, and the kernel makes a LOOKUP and a listing's entry
-	// of the same name wait for each other only after the daemon has answered both.
-	if (int(k)+int(e.Start))%la.opts.Every == 0 || int(k) <= a.head+la.opts.Every || !a.sent.Add(k) {
+	if !la.follow.ListEntry(e, k) {
 		la.mu.Unlock()
 		return nil, syscall.EAGAIN, true // a probe, a name at the readers, or sent by itself
 	}
@@ -523,7 +437,7 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 		}
 	}
 	la.mu.Lock()
-	if a.listed[d.label] == listPending {
+	if la.follow.Listing(e, d.label) {
 		lk := listKey{e.Key, d.label}
 		la.listedUnpushed[lk] = append(la.listedUnpushed[lk], i)
 	}

@@ -257,7 +257,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		}
 		return d.fs.targetNode(ctx, d.EmbeddedInode(), i, out), 0
 	}
-	la := d.fs.ahead.Load()
+	la := d.fs.helper.Load()
 	if la == nil {
 		i, ok := d.fs.views.Lookup(e, d.label, name)
 		if !ok {
@@ -317,7 +317,7 @@ var _ gofs.FileLookuper = (*classListing)(nil)
 
 func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	d := h.d
-	if la := d.fs.ahead.Load(); la != nil && !d.targets {
+	if la := d.fs.helper.Load(); la != nil && !d.targets {
 		if ch, errno, ok := la.listedLookup(ctx, d, h.e, name, out); ok {
 			return ch, errno
 		}
@@ -534,9 +534,13 @@ func (s *sampleFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, 
 // servedTo is told that a READ of the file, of size bytes, was answered up to end: one
 // that reaches the end of the file leaves the file in the page cache (readers read files
 // from their start; a READ's answer stays there as a push would), so the sample is resident
-// (push.go) and not pushed in a later epoch. Samples with targets are left unmarked.
+// (push.go) and not pushed in a later epoch. Samples with targets are left unmarked. The
+// kernel reading through the inode knows it, whatever a push refused for a race with its
+// first lookup concluded (FS.Push): the mark must hold, or a later epoch would take the
+// sample for one the page cache lacks (FS.Resident) and fetch it.
 func (s *sampleFile) servedTo(end, size int64) {
 	if end == size && !s.target && !s.fs.ix.HasTargets() {
+		s.fs.known.Put(s.i, true)
 		s.fs.resident.Put(s.i, true)
 	}
 }

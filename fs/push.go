@@ -45,6 +45,9 @@ type PushStats struct {
 	// forgotten, or its first lookup not answered yet (not tried, or answered ENOENT).
 	Unknown int64
 	Failed  int64 // refused by the kernel for another reason (memory)
+	// OverLimit counts pushes not made because the daemon's memory cgroup had no room
+	// for them (Config.PushRoom): their READs carry them.
+	OverLimit int64
 	// Resident counts pushes not made because the sample is resident: pushed or read whole
 	// before, and no READ has shown its pages gone since.
 	Resident int64
@@ -57,14 +60,14 @@ type PushStats struct {
 }
 
 type pushCounters struct {
-	pushed, bytes, unknown, failed, resident, reclaims atomic.Int64
-	suspect, suspectSince                              atomic.Int64 // READs of resident files since suspectSince (Unix ns)
-	checks, checkedGone                                atomic.Int64 // residency.go
+	pushed, bytes, unknown, failed, resident, reclaims, overLimit atomic.Int64
+	suspect, suspectSince                                         atomic.Int64 // READs of resident files since suspectSince (Unix ns)
+	checks, checkedGone                                           atomic.Int64 // residency.go
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
-	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(),
+	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(), OverLimit: f.push.overLimit.Load(),
 		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load()}
 }
 
@@ -87,6 +90,10 @@ func (f *FS) Push(i uint32, data []byte) bool {
 	n := f.ix.Size(i)
 	if int64(len(data)) < n {
 		f.push.failed.Add(1)
+		return false
+	}
+	if f.cfg.PushRoom != nil && !f.cfg.PushRoom(int64(len(data))) {
+		f.push.overLimit.Add(1)
 		return false
 	}
 	if st := s.InodeNotifyStoreCache(firstSampleIno+uint64(i), 0, data[:n]); st != fuse.OK {
@@ -132,6 +139,13 @@ func (f *FS) SkipPush(i uint32) bool {
 	return true
 }
 
+// Resident reports whether sample i is resident: its pages (and its target's) are in the
+// kernel's page cache as far as cassfs knows (pushed or read whole, no READ of it since).
+// Unlike SkipPush it counts nothing; it is a bitset read, safe under any lock.
+func (f *FS) Resident(i uint32) bool {
+	return f.server.Load() != nil && f.known.Has(i) && f.resident.Has(i)
+}
+
 // reclaimAfter READs of resident files within reclaimWithin make the filesystem forget
 // every mark (see reading).
 const (
@@ -162,7 +176,7 @@ func (f *FS) reading(i uint32) {
 	}
 	if f.push.suspect.Add(1) >= reclaimAfter {
 		f.push.suspect.Store(0)
-		if la := f.ahead.Load(); la != nil && la.checkResidency() {
+		if la := f.helper.Load(); la != nil && la.checkResidency() {
 			return // the page cache is looked at first (residency.go)
 		}
 		f.forgetResident()

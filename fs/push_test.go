@@ -142,7 +142,7 @@ var pagesGone atomic.Int64
 // lookaheadMount mounts f with a prefetcher and pushing, and has names looked up ahead by
 // a helper served in this process (64 ahead, one name in every left to the reader); stop
 // ends the helper and checks it ended well.
-func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
+func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int, adjust ...func(*cfs.Config)) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
 	t.Helper()
 	n := f.ix.Len()
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
@@ -152,6 +152,9 @@ func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int) (mnt stri
 	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
 		c.PagesGone = func() { pagesGone.Add(1) }
+		for _, a := range adjust {
+			a(c)
+		}
 	}})
 	toHelper, fromDaemon := io.Pipe()
 	toDaemon, fromHelper := io.Pipe()

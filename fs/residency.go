@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cassfs/cassfs/view"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -50,25 +52,20 @@ func (la *lookahead) checkResidency() bool {
 		return false
 	}
 	var lines []string
-	for _, a := range la.views {
-		if a.random {
-			continue
+	la.follow.Ahead(func(e *view.Epoch, dir string, k uint32) {
+		i := e.Order[k]
+		pk := pendingKey{e.Key, k}
+		if _, ok := la.pending[pk]; ok || !la.f.resident.Has(i) {
+			return
 		}
-		for k := a.head + 1; k < min(a.head+1+la.opts.Distance, len(a.e.Order)); k++ {
-			i := a.e.Order[k]
-			pk := pendingKey{a.e.Key, uint32(k)}
-			if _, ok := la.pending[pk]; ok || !a.sent.Has(uint32(k)) || !la.f.resident.Has(i) {
-				continue
-			}
-			// Pending, and pushed: should the kernel have dropped the name, the lookup the
-			// open sends is the helper's, not a reader's (classDir.Lookup), and pushes
-			// nothing.
-			la.pending[pk] = true
-			la.seq++
-			la.checks[la.seq] = check{i, pk}
-			lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+la.namePath(a, la.f.ix.Label(i), k)+"\n")
-		}
-	}
+		// Pending, and pushed: should the kernel have dropped the name, the lookup the
+		// open sends is the helper's, not a reader's (classDir.Lookup), and pushes
+		// nothing.
+		la.pending[pk] = true
+		la.seq++
+		la.checks[la.seq] = check{i, pk}
+		lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+la.namePath(e, dir, k)+"\n")
+	})
 	if len(lines) == 0 {
 		return false
 	}

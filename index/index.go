@@ -234,9 +234,9 @@ func (ix *Index) Find(id uuid.UUID) (uint32, bool) {
 // size and checksum — its CRC32C, or its SHA-256 for samples stored without one. A
 // mismatch wraps store.ErrCorrupt; wrong bytes are never served.
 //
-// CRC32C runs at memory speed with the CPU's CRC32 instruction (>10 GB/s), SHA-256 at
-// ~1.5-2 GB/s even with SHA-NI: on a 110 KB blob ~10 µs instead of ~60 µs, the largest
-// share of the daemon's CPU per sample before. A CRC catches every burst error up to 32
+// CRC32C runs at memory speed with the CPU's CRC32 instruction, several times faster than
+// SHA-256 even with SHA-NI, which would otherwise be a large share of the daemon's CPU per
+// sample (bench/README.md, "what a sample costs at least"). A CRC catches every burst error up to 32
 // bits and any other corruption with probability 1-2^-32; what it does not give — proof
 // against deliberate tampering — the SHA-256 at ingest and in cassfs's tools still does.
 func (ix *Index) Verify(i uint32, b store.Blob) error {

@@ -85,8 +85,8 @@ func (ix *Index) Meta(i uint32, c int) ([]byte, bool) {
 	return ix.meta[c].value(i)
 }
 
-// MetaBytes is what the metadata columns take in memory.
-func (ix *Index) MetaBytes() int64 {
+// metaBytes is what the metadata columns take in memory.
+func (ix *Index) metaBytes() int64 {
 	var n int64
 	for _, c := range ix.meta {
 		n += int64(len(c.ref)+len(c.off))*4 + int64(len(c.vals))

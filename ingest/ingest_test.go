@@ -20,21 +20,6 @@ import (
 	"github.com/google/uuid"
 )
 
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
-
 func run(t *testing.T, st store.Store, opts Options) (Report, error) {
 	t.Helper()
 	p, err := Prepare(opts)
@@ -54,7 +39,7 @@ func scan(t *testing.T, st store.Store) map[string]store.Sample {
 }
 
 func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
-	root := writeTree(t, map[string]string{"b/1.jpg": "1", "B/2.jpg": "2", "a/3.png": "3", "Unreadable/x.gif": "4"})
+	root := testkit.WriteTree(t, map[string]string{"b/1.jpg": "1", "B/2.jpg": "2", "a/3.png": "3", "Unreadable/x.gif": "4"})
 	if err := os.Mkdir(filepath.Join(root, "Empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +72,7 @@ func TestLabelsFollowBytewiseClassOrder(t *testing.T) {
 }
 
 func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"})
 	csvPath := filepath.Join(t.TempDir(), "m.csv")
 	testkit.Check(t, os.WriteFile(csvPath, []byte("path,patient_id\na/1.jpg,p1\nb/3.jpg,p2\n"), 0o644))
 	st := memstore.New("ds", memstore.Options{})
@@ -110,7 +95,7 @@ func TestRerunWritesNothingAndUpdatesChangedMetadata(t *testing.T) {
 }
 
 func TestCSVErrorsWriteNothing(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "one"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "one"})
 	for csv, want := range map[string]string{
 		"path,size\na/1.jpg,3\n":               `"size" clashes`,
 		"path,x,x\na/1.jpg,1,2\n":              `column "x" appears twice`,
@@ -134,7 +119,7 @@ func TestEmptyClassOfAnOlderDataset(t *testing.T) {
 	if err := st.SetLabels(context.Background(), []string{"a", "c"}); err != nil {
 		t.Fatal(err)
 	}
-	root := writeTree(t, map[string]string{"a/1.jpg": "1", "c/2.jpg": "2"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "1", "c/2.jpg": "2"})
 	if err := os.Mkdir(filepath.Join(root, "b"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +137,10 @@ func TestEmptyClassOfAnOlderDataset(t *testing.T) {
 
 func TestChangedClassesAreRefused(t *testing.T) {
 	st := memstore.New("ds", memstore.Options{})
-	if _, err := run(t, st, Options{Root: writeTree(t, map[string]string{"a/1.jpg": "1"})}); err != nil {
+	if _, err := run(t, st, Options{Root: testkit.WriteTree(t, map[string]string{"a/1.jpg": "1"})}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := run(t, st, Options{Root: writeTree(t, map[string]string{"a/1.jpg": "1", "b/1.jpg": "1"})})
+	_, err := run(t, st, Options{Root: testkit.WriteTree(t, map[string]string{"a/1.jpg": "1", "b/1.jpg": "1"})})
 	if err == nil || !strings.Contains(err.Error(), "classes cannot change") {
 		t.Fatalf("error = %v, want a refusal", err)
 	}
@@ -172,7 +157,7 @@ func TestDatabaseFailureStops(t *testing.T) {
 	for i := range 50 {
 		files["a/"+strings.Repeat("x", i+1)+".jpg"] = "data"
 	}
-	root := writeTree(t, files)
+	root := testkit.WriteTree(t, files)
 	var mu sync.Mutex
 	puts, failAfter := 0, 10
 	st := memstore.New("ds", memstore.Options{FailPut: func(id uuid.UUID, write string) error {
@@ -221,7 +206,7 @@ func TestFirstDatabaseFailureStopsTheRest(t *testing.T) {
 	for i := range 50 {
 		files[fmt.Sprintf("a/%02d.jpg", i)] = "data"
 	}
-	root := writeTree(t, files)
+	root := testkit.WriteTree(t, files)
 	var tried, progressed atomic.Int64
 	st := memstore.New("ds", memstore.Options{FailPut: func(id uuid.UUID, write string) error {
 		tried.Add(1)
@@ -244,7 +229,7 @@ func TestFirstDatabaseFailureStopsTheRest(t *testing.T) {
 }
 
 func TestUnreadableFileIsSkipped(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/ok.jpg": "1"})
+	root := testkit.WriteTree(t, map[string]string{"a/ok.jpg": "1"})
 	os.Symlink("/nonexistent/x", filepath.Join(root, "a", "dangling.jpg"))
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root})
@@ -260,7 +245,7 @@ func TestUnreadableFileIsSkipped(t *testing.T) {
 // whose samples were stored without one (before it existed) writes them again with it.
 func TestIngestAddsCRC32C(t *testing.T) {
 	files := map[string]string{"a/1.jpg": "one", "a/2.jpg": "two", "b/3.jpg": "three"}
-	root := writeTree(t, files)
+	root := testkit.WriteTree(t, files)
 	st := memstore.New("ds", memstore.Options{})
 	ctx := context.Background()
 	testkit.Check(t, st.SetLabels(ctx, []string{"a", "b"}))
@@ -285,7 +270,7 @@ func TestIngestAddsCRC32C(t *testing.T) {
 // what is wrong, the rest is ingested, and the report lists them.
 func TestUnusableFilesAreSkipped(t *testing.T) {
 	long := strings.Repeat("n", index.MaxNameLen) + ".jpg"
-	root := writeTree(t, map[string]string{
+	root := testkit.WriteTree(t, map[string]string{
 		"a/ok.jpg":        "fine",
 		"a/empty.jpg":     "",
 		"a/big.jpg":       strings.Repeat("x", 100),
@@ -327,7 +312,7 @@ func TestUnusableFilesAreSkipped(t *testing.T) {
 // TestFileGoneBeforeItsTurn: a file removed between the walk and its ingest is skipped,
 // not an error of the run.
 func TestFileGoneBeforeItsTurn(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "one", "a/2.jpg": "two"})
 	p, err := Prepare(Options{Root: root})
 	testkit.Check(t, err)
 	testkit.Check(t, os.Remove(filepath.Join(root, "a", "2.jpg")))

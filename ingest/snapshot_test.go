@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/google/uuid"
@@ -42,7 +43,7 @@ func TestIngestStoresTheIndexSnapshot(t *testing.T) {
 		}
 		return nil
 	}})
-	rep, err := run(t, st, Options{Root: writeTree(t, files)})
+	rep, err := run(t, st, Options{Root: testkit.WriteTree(t, files)})
 	if err != nil || rep.Snapshot.Err != nil || rep.Snapshot.Samples != 40 || rep.Snapshot.Bytes == 0 {
 		t.Fatalf("ingest: %v, snapshot %+v", err, rep.Snapshot)
 	}
@@ -60,7 +61,7 @@ func TestIngestStoresTheIndexSnapshot(t *testing.T) {
 	for k := range 40 {
 		more[fmt.Sprintf("c%d/g%02d.jpg", k%3, k)] = fmt.Sprint("more ", k)
 	}
-	if _, err := run(t, st, Options{Root: writeTree(t, more)}); err != nil {
+	if _, err := run(t, st, Options{Root: testkit.WriteTree(t, more)}); err != nil {
 		t.Fatal(err)
 	}
 	if snap, n := fromSnapshot(t, st); !snap || n != 80 {
@@ -70,7 +71,7 @@ func TestIngestStoresTheIndexSnapshot(t *testing.T) {
 	// A failed ingest: the old snapshot is stale, a mount scans.
 	fail.Store(true)
 	failed := map[string]string{"c0/h.jpg": "new", "c1/h.jpg": "newer", "c2/h.jpg": "newest"}
-	rep, err = run(t, st, Options{Root: writeTree(t, failed)})
+	rep, err = run(t, st, Options{Root: testkit.WriteTree(t, failed)})
 	if !errors.Is(err, errDown) || rep.Snapshot.Samples != 0 {
 		t.Fatalf("failed ingest: %v, snapshot %+v", err, rep.Snapshot)
 	}
@@ -80,7 +81,7 @@ func TestIngestStoresTheIndexSnapshot(t *testing.T) {
 
 	// No snapshot asked for: none current.
 	fail.Store(false)
-	rep, err = run(t, st, Options{Root: writeTree(t, failed), NoSnapshot: true})
+	rep, err = run(t, st, Options{Root: testkit.WriteTree(t, failed), NoSnapshot: true})
 	if err != nil || rep.Snapshot != (SnapshotReport{}) {
 		t.Fatalf("ingest without a snapshot: %v, %+v", err, rep.Snapshot)
 	}

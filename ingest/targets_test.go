@@ -14,8 +14,8 @@ import (
 // Every image gets the target at its path with any extension, stored as a blob of its own
 // and described in its row; a re-run writes nothing.
 func TestTargetsIngest(t *testing.T) {
-	root := writeTree(t, map[string]string{"a/1.jpg": "img1", "a/2.png": "img2", "b/scan.jpg": "img3", "b/x.gif": "skipped"})
-	targets := writeTree(t, map[string]string{"a/1.png": "mask1", "a/2.npy": "vec2", "b/scan.nii.gz": "vol3", "b/x.png": "of a skipped image"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "img1", "a/2.png": "img2", "b/scan.jpg": "img3", "b/x.gif": "skipped"})
+	targets := testkit.WriteTree(t, map[string]string{"a/1.png": "mask1", "a/2.npy": "vec2", "b/scan.nii.gz": "vol3", "b/x.png": "of a skipped image"})
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, Targets: targets})
 	if len(rep.Skipped) != 1 || rep.Skipped[0].Path != "b/x.gif" {
@@ -63,7 +63,7 @@ func TestTargetsBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := memstore.New("ds", memstore.Options{})
-			_, err := run(t, st, Options{Root: writeTree(t, images), Targets: writeTree(t, tc.targets), MaxSize: tc.max})
+			_, err := run(t, st, Options{Root: testkit.WriteTree(t, images), Targets: testkit.WriteTree(t, tc.targets), MaxSize: tc.max})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -77,18 +77,18 @@ func TestTargetsBadInput(t *testing.T) {
 // A dataset's samples all have targets or none do.
 func TestTargetsAllOrNone(t *testing.T) {
 	st := memstore.New("ds", memstore.Options{})
-	root := writeTree(t, map[string]string{"a/1.jpg": "i1"})
+	root := testkit.WriteTree(t, map[string]string{"a/1.jpg": "i1"})
 	if _, err := run(t, st, Options{Root: root}); err != nil {
 		t.Fatal(err)
 	}
-	more := writeTree(t, map[string]string{"a/2.jpg": "i2"})
-	_, err := run(t, st, Options{Root: more, Targets: writeTree(t, map[string]string{"a/2.png": "m"})})
+	more := testkit.WriteTree(t, map[string]string{"a/2.jpg": "i2"})
+	_, err := run(t, st, Options{Root: more, Targets: testkit.WriteTree(t, map[string]string{"a/2.png": "m"})})
 	if err == nil || !strings.Contains(err.Error(), "samples without targets (a/1.jpg") {
 		t.Errorf("adding samples with targets to a dataset without: %v", err)
 	}
 	// The whole tree again, with targets: every sample gains one.
-	both := writeTree(t, map[string]string{"a/1.jpg": "i1", "a/2.jpg": "i2"})
-	if _, err := run(t, st, Options{Root: both, Targets: writeTree(t, map[string]string{"a/1.png": "m1", "a/2.png": "m2"})}); err != nil {
+	both := testkit.WriteTree(t, map[string]string{"a/1.jpg": "i1", "a/2.jpg": "i2"})
+	if _, err := run(t, st, Options{Root: both, Targets: testkit.WriteTree(t, map[string]string{"a/1.png": "m1", "a/2.png": "m2"})}); err != nil {
 		t.Fatal(err)
 	}
 	for name, s := range scan(t, st) {
@@ -96,7 +96,7 @@ func TestTargetsAllOrNone(t *testing.T) {
 			t.Errorf("%s has no target", name)
 		}
 	}
-	_, err = run(t, st, Options{Root: writeTree(t, map[string]string{"a/3.jpg": "i3"})})
+	_, err = run(t, st, Options{Root: testkit.WriteTree(t, map[string]string{"a/3.jpg": "i3"})})
 	if err == nil || !strings.Contains(err.Error(), "ingest with --targets") {
 		t.Errorf("adding samples without targets to a dataset with: %v", err)
 	}
@@ -105,8 +105,8 @@ func TestTargetsAllOrNone(t *testing.T) {
 // --unlabeled: the files directly in the root are one class; targets and CSV name them
 // without a class.
 func TestUnlabeled(t *testing.T) {
-	root := writeTree(t, map[string]string{"1.jpg": "i1", "2.png": "i2", "sub/3.jpg": "nested", "meta.csv": "path,patient_id\n1.jpg,p1\n2.png,p2\n"})
-	targets := writeTree(t, map[string]string{"1.png": "m1", "2.png": "m2"})
+	root := testkit.WriteTree(t, map[string]string{"1.jpg": "i1", "2.png": "i2", "sub/3.jpg": "nested", "meta.csv": "path,patient_id\n1.jpg,p1\n2.png,p2\n"})
+	targets := testkit.WriteTree(t, map[string]string{"1.png": "m1", "2.png": "m2"})
 	st := memstore.New("ds", memstore.Options{})
 	rep, err := run(t, st, Options{Root: root, Unlabeled: true, Targets: targets, CSV: root + "/meta.csv"})
 	if rep.Written != 2 {

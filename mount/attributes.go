@@ -1,17 +1,12 @@
 package mount
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
-	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
-	"github.com/dustin/go-humanize"
 )
 
 // Volume is what a volume's attributes (a CSI volume context: a PersistentVolume's
@@ -25,57 +20,21 @@ type Volume struct {
 	Options Options
 }
 
-// attributes are the attributes a volume may have, each named as the `cassfs mount` flag
-// it stands for, and how each sets a Volume.
-var attributes = map[string]func(v *Volume, s string) error{
-	"dataset": func(v *Volume, s string) error { v.Dataset = s; return store.ValidDatasetName(s) },
-	"hosts":   func(v *Volume, s string) error { v.Hosts = s; return nil },
-	"seed": func(v *Volume, s string) (err error) {
-		v.Options.Seed, err = strconv.ParseUint(s, 10, 64)
-		return err
-	},
-	"splits": func(v *Volume, s string) error { v.Options.Splits = s; return nil },
-	"order":  func(v *Volume, s string) error { return v.Options.Order.Set(s) },
-	"shard": func(v *Volume, s string) (err error) {
-		pad := v.Options.Shard.Pad
-		v.Options.Shard, err = splits.ParseShard(s)
-		v.Options.Shard.Pad = pad
-		return err
-	},
-	"shard-pad":          func(v *Volume, s string) (err error) { v.Options.Shard.Pad, err = strconv.ParseBool(s); return err },
-	"push":               func(v *Volume, s string) (err error) { v.Options.Push, err = strconv.ParseBool(s); return err },
-	"scan-index":         func(v *Volume, s string) (err error) { v.Options.ScanIndex, err = strconv.ParseBool(s); return err },
-	"cache-dir":          func(v *Volume, s string) error { v.Options.CacheDir = s; return nil },
-	"epochs-listed":      intAttribute(func(o *Options) *int { return &o.EpochsListed }),
-	"epoch-views":        intAttribute(func(o *Options) *int { return &o.EpochViews }),
-	"prefetch":           intAttribute(func(o *Options) *int { return &o.Prefetch }),
-	"prefetch-in-flight": intAttribute(func(o *Options) *int { return &o.PrefetchInFlight }),
-	"max-background":     intAttribute(func(o *Options) *int { return &o.MaxBackground }),
-	"look-ahead":         intAttribute(func(o *Options) *int { return &o.LookAhead }),
-	"cache-size": func(v *Volume, s string) (err error) {
-		v.Options.CacheBytes, err = humanize.ParseBytes(s)
-		return err
-	},
-	"cache-dir-size": func(v *Volume, s string) error {
-		n, err := humanize.ParseBytes(s)
-		if err == nil && n > 1<<62 {
-			err = errors.New("too large")
-		}
-		v.Options.CacheDirBytes = int64(n)
-		return err
-	},
-	"speculative-after": func(v *Volume, s string) (err error) {
-		v.Options.HedgeAfter, err = time.ParseDuration(s)
-		return err
-	},
-}
-
-func intAttribute(field func(*Options) *int) func(v *Volume, s string) error {
-	return func(v *Volume, s string) (err error) {
-		*field(&v.Options), err = strconv.Atoi(s)
-		return err
+// attributes are the attributes a volume may have and how each sets a Volume: the
+// dataset, the database's contact points, and the options of OptionsInfo a volume may set,
+// each named as the `cassfs mount` flag it stands for and parsed as the flag parses it.
+var attributes = func() map[string]func(v *Volume, s string) error {
+	m := map[string]func(v *Volume, s string) error{
+		"dataset": func(v *Volume, s string) error { v.Dataset = s; return store.ValidDatasetName(s) },
+		"hosts":   func(v *Volume, s string) error { v.Hosts = s; return nil },
 	}
-}
+	for _, oi := range OptionsInfo {
+		if oi.Attribute {
+			m[oi.Name] = func(v *Volume, s string) error { return oi.value(&v.Options).Set(s) }
+		}
+	}
+	return m
+}()
 
 // Attributes lists the attributes VolumeFromAttributes takes, sorted.
 func Attributes() []string { return slices.Sorted(maps.Keys(attributes)) }

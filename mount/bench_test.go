@@ -43,13 +43,7 @@ func BenchmarkCachedEpochSources(b *testing.B) {
 	ctx := context.Background()
 	const n = 4000
 	st := memstore.New("test", memstore.Options{})
-	testkit.Check(b, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
-	blobs := make([][]byte, n)
-	for i := range n {
-		s, data := testkit.EpochSample("test", i)
-		testkit.Check(b, st.Put(ctx, s, data, nil))
-		blobs[i] = data
-	}
+	blobs := testkit.PutEpochSamples(b, st, n)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	for range b.N {
 		var localRate float64

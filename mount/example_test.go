@@ -2,31 +2,36 @@ package mount_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
 )
 
-// A dataset of two classes, opened and served at a directory, read as files, unmounted.
-// (Mounting needs root and /dev/fuse.)
-func Example() {
+// TestExample is the package's use in brief: a dataset of two classes, opened and served
+// at a directory, read as files, unmounted. It is a test rather than an Example because
+// mounting needs root and /dev/fuse: it skips without them, and runs wherever the unit
+// tests may not skip (CI).
+func TestExample(t *testing.T) {
+	if _, err := os.Stat("/dev/fuse"); err != nil || os.Geteuid() != 0 {
+		t.Skip("mounting needs root and /dev/fuse")
+	}
 	ctx := context.Background()
 	st := memstore.New("tiles", memstore.Options{})
 	if err := st.SetLabels(ctx, []string{"benign", "tumor"}); err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	for k, name := range []string{"benign/a.jpg", "benign/b.jpg", "tumor/c.jpg"} {
 		data := []byte("pixels of " + name)
 		s := store.Sample{ID: store.SampleID("tiles", name), Label: k / 2, Name: name, Size: int64(len(data)),
 			Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}
 		if err := st.Put(ctx, s, data, nil); err != nil {
-			panic(err)
+			t.Fatal(err)
 		}
 	}
 
@@ -34,37 +39,36 @@ func Example() {
 	o.Seed = 7
 	m, err := mount.Open(ctx, st, o, slog.New(slog.DiscardHandler))
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
 	defer m.Close()
-	dir, err := os.MkdirTemp("", "cassfs-example")
-	if err != nil {
-		panic(err)
-	}
-	defer os.Remove(dir)
+	dir := t.TempDir()
 	srv, err := m.Serve(ctx, dir)
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	defer srv.Unmount()
+	defer func() {
+		if err := srv.Unmount(); err != nil {
+			t.Errorf("unmount: %v", err)
+		}
+	}()
 	if err := srv.WaitMount(); err != nil { // only a process reading its own mount needs this
-		panic(err)
+		t.Fatal(err)
 	}
 
 	list, err := os.ReadFile(filepath.Join(dir, "all", "epoch-0", "file_list.txt"))
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	fmt.Print(string(list))
+	if want := "benign/0_b.jpg 0\nbenign/1_a.jpg 0\ntumor/2_c.jpg 1\n"; string(list) != want {
+		t.Errorf("file_list.txt: got %q, want %q", list, want)
+	}
 	first, _, _ := strings.Cut(string(list), " ") // "<class>/<pos>_<name> <label>"
 	data, err := os.ReadFile(filepath.Join(dir, "all", "epoch-0", first))
 	if err != nil {
-		panic(err)
+		t.Fatal(err)
 	}
-	fmt.Println(string(data))
-	// Output:
-	// benign/0_b.jpg 0
-	// benign/1_a.jpg 0
-	// tumor/2_c.jpg 1
-	// pixels of benign/b.jpg
+	if want := "pixels of benign/b.jpg"; string(data) != want {
+		t.Errorf("%s: got %q, want %q", first, data, want)
+	}
 }

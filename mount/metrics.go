@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -54,6 +55,9 @@ func newMetrics() *metrics {
 		m.fetchErrors.WithLabelValues(k)
 	}
 	m.reg.MustRegister(m.fetchSeconds, m.fetchErrors, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cg := processMemoryCgroup(); cg != nil {
+		m.reg.MustRegister(memoryCollector{cg})
+	}
 	return m
 }
 
@@ -94,12 +98,44 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 		{"unknown", func(s cfs.PushStats) int64 { return s.Unknown }},
 		{"failed", func(s cfs.PushStats) int64 { return s.Failed }},
 		{"resident", func(s cfs.PushStats) int64 { return s.Resident }},
+		{"over_limit", func(s cfs.PushStats) int64 { return s.OverLimit }},
 	} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cassfs_page_cache_pushes_total", ConstLabels: prometheus.Labels{"result": r.result},
-			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); resident (not sent: pushed or read whole before, and no READ has shown its pages gone since; with --cache-dir, not read from it either).",
+			Help: "Prefetched files offered to the kernel's page cache (--push), by result: pushed; unknown (its inode not known to the kernel: never read yet, forgotten, or its first lookup not answered yet); failed (refused by the kernel for another reason); over_limit (not sent: the daemon's memory cgroup had no room for its pages, which would have reclaimed pages pushed before; its READs carry it); resident (not sent: pushed or read whole before, and no READ has shown its pages gone since; with --cache-dir, not read from it either).",
 		}, func() float64 { return float64(r.v(f.PushStats())) }))
 	}
+}
+
+// memoryCollector exports the memory cgroup the daemon is charged to (cgroup.go), read at
+// scrape time: its limit, its usage and the page cache of it, which holds what the daemon
+// pushed (pages a READ brings in are charged to the reader instead).
+type memoryCollector struct{ cg *memoryCgroup }
+
+var (
+	descMemoryLimit = prometheus.NewDesc("cassfs_memory_limit_bytes", "Limit of the memory cgroup the daemon is charged to (the level with the least room: its own or an ancestor's); absent without a cgroup, +Inf without a limit.", nil, nil)
+	descMemoryUsage = prometheus.NewDesc("cassfs_memory_usage_bytes", "Memory charged to that cgroup: the daemon's own, and the page cache it brought in.", nil, nil)
+	descMemoryCache = prometheus.NewDesc("cassfs_memory_page_cache_bytes", "Of that, page cache: mostly pages pushed ahead of readers (--push), and the cache directory's files.", nil, nil)
+)
+
+func (c memoryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descMemoryLimit
+	ch <- descMemoryUsage
+	ch <- descMemoryCache
+}
+
+func (c memoryCollector) Collect(ch chan<- prometheus.Metric) {
+	m, err := c.cg.read()
+	if err != nil {
+		return
+	}
+	limit := float64(m.Limit)
+	if !m.Limited() {
+		limit = math.Inf(1)
+	}
+	ch <- prometheus.MustNewConstMetric(descMemoryLimit, prometheus.GaugeValue, limit)
+	ch <- prometheus.MustNewConstMetric(descMemoryUsage, prometheus.GaugeValue, float64(m.Usage))
+	ch <- prometheus.MustNewConstMetric(descMemoryCache, prometheus.GaugeValue, float64(m.Cache))
 }
 
 // requestsCollector exports the FUSE requests that reached the daemon, by operation.

@@ -59,6 +59,7 @@ import (
 	"github.com/cassfs/cassfs/disktier"
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/internal/inflight"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -160,18 +161,26 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		fetch = m.disk.Over(fetch)
 	}
 	co := prefetch.CacheOptions{MaxBytes: int64(min(o.CacheBytes, 1<<62)), Samples: ix.Len()}
+	if b, ok := st.(interface{ PrefetchBound() *inflight.Bound }); ok {
+		// The session's prefetches, of every mount reading through it, stay below its
+		// bound together: demand reads never wait behind another volume's prefetches.
+		co.Shared = b.PrefetchBound()
+	}
 	switch {
 	case o.pushes():
 		// Prefetched blobs, from the database or the disk tier alike, go into the page
 		// cache ahead of their readers (m.FS is made below; pushes start after the mount).
 		co.Push = func(i uint32, data []byte) bool { return m.FS.Push(i, data) }
 		co.SkipPush = func(i uint32) bool { return m.FS.SkipPush(i) }
+		// A file the page cache has whole from an earlier epoch is neither fetched (from
+		// the database or the disk tier) nor pushed again (counted as a push skipped,
+		// resident): its readers read it from the kernel. Should its pages be gone by
+		// then, its READs are answered from the tier's file, or fetched on demand; READs
+		// of resident files in numbers make the prefetcher look again (Config.PagesGone).
+		// A later epoch of a dataset the page cache holds then costs the database
+		// nothing, whatever --cache-size holds of it (bench/README.md).
+		co.Local = func(i uint32) bool { return m.FS.SkipPush(i) } // m.FS is made below
 		if m.disk != nil {
-			// A file the page cache has whole from an earlier epoch is neither read from
-			// the disk tier nor pushed again (counted as a push skipped, resident): its
-			// readers read it from the kernel, or, should its pages be gone by then, by
-			// READs answered from its file (bench/README.md: warm epochs from the page
-			// cache with a disk tier).
 			co.Local = func(i uint32) bool { return m.disk.Holds(i) && m.FS.SkipPush(i) }
 		}
 	case m.disk != nil:
@@ -188,7 +197,14 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		Mode:       o.Order,
 		Arrived:    m.cache.Has,
 	}
-	if m.disk != nil {
+	switch {
+	case co.Push != nil:
+		// What a reader can be given without waiting: a cached blob, a tier's file, or
+		// pages the page cache has (which the prefetcher passes over: co.Local).
+		vc.Arrived = func(i uint32) bool {
+			return m.cache.Has(i) || m.FS.Resident(i) || (m.disk != nil && m.disk.Holds(i))
+		}
+	case m.disk != nil:
 		vc.Arrived = func(i uint32) bool { return m.cache.Has(i) || m.disk.Holds(i) }
 	}
 	if o.Prefetch > 0 {
@@ -203,20 +219,24 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	m.metrics.watch(m.cache, m.prefetcher)
 	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log}
 	if co.Push != nil {
-		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, m.cache.Has, func(i uint32) { m.cache.PushHeld(i) }
-		if m.disk != nil {
-			// Names are looked up (and class directories listed) ahead of the readers over
-			// the disk tier's files too: a file the page cache has needs no push (co.Local),
-			// and another is pushed as the prefetcher brings it, the kernel knowing its
-			// inode by then. Fewer LOOKUPs, less daemon CPU (bench/README.md).
-			fc.Held = vc.Arrived
-		}
+		// Names are looked up (and class directories listed) ahead of the readers over
+		// every sample at hand (vc.Arrived): a file the page cache has needs no push
+		// (co.Local), and one of the disk tier's is pushed as the prefetcher brings it,
+		// the kernel knowing its inode by then. Fewer LOOKUPs, less daemon CPU
+		// (bench/README.md).
+		fc.Looked, fc.Held, fc.LookedAhead = m.cache.Looked, vc.Arrived, func(i uint32) { m.cache.PushHeld(i) }
 		if m.prefetcher != nil {
 			fc.PagesGone = m.prefetcher.Rewind
 		}
 	}
 	if m.disk != nil {
 		fc.Backing = diskBacking{m.disk, m.cache}
+	}
+	if co.Push != nil {
+		if r := processPushRoom(); r != nil {
+			// Pushes stay within the memory cgroup's limit (cgroup.go).
+			fc.PushRoom = r.take
+		}
 	}
 	m.FS = cfs.New(fc)
 	m.metrics.served(m.FS, hedges)

@@ -214,14 +214,22 @@ func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 		for _, m := range fam.Metric {
 			res[label(m, "result")] = metricNumber(m)
 		}
-		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s still there (not pushed again; %s reclaims noticed, %s files found paged out by %s looks); %s not known to the kernel yet, %s refused; %s names looked up ahead, %s of their pushes lost\n",
-			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["resident"])), humanize.Comma(int64(f.value("cassfs_page_cache_reclaims_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checked_gone_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checks_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])),
+		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s still there (not pushed again; %s reclaims noticed, %s files found paged out by %s looks); %s not known to the kernel yet, %s refused, %s left to READs for the memory limit; %s names looked up ahead, %s of their pushes lost\n",
+			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["resident"])), humanize.Comma(int64(f.value("cassfs_page_cache_reclaims_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checked_gone_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checks_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])), humanize.Comma(int64(res["over_limit"])),
 			humanize.Comma(int64(f.value("cassfs_lookahead_names_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_pushes_lost_total"))))
 	} else {
 		before.missing = append(before.missing, "cassfs_page_cache_pushes_total")
 	}
 	fmt.Fprintf(&w, "  daemon    %s resident, %s heap, %.0f goroutines\n",
 		humanize.IBytes(uint64(f.value("process_resident_memory_bytes"))), humanize.IBytes(uint64(f.value("go_memstats_heap_alloc_bytes"))), f.value("go_goroutines"))
+	if f.fams["cassfs_memory_usage_bytes"] != nil {
+		limit := "none"
+		if l := f.value("cassfs_memory_limit_bytes"); !math.IsInf(l, 1) {
+			limit = humanize.IBytes(uint64(l))
+		}
+		fmt.Fprintf(&w, "  memory    cgroup limit %s, %s charged, of which %s page cache (pushed pages are charged to the daemon)\n",
+			limit, humanize.IBytes(uint64(f.value("cassfs_memory_usage_bytes"))), humanize.IBytes(uint64(f.value("cassfs_memory_page_cache_bytes"))))
+	}
 	if missing := slices.Compact(slices.Sorted(slices.Values(append(before.missing, f.missing...)))); len(missing) > 0 {
 		return fmt.Errorf("the mount at %s did not report %s: is it served by a cassfs of another version?", dir, strings.Join(missing, ", "))
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/internal/bitset"
+	"github.com/cassfs/cassfs/internal/inflight"
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
@@ -54,6 +55,11 @@ type CacheOptions struct {
 	// (its bytes are where its reader reads them already): a held blob wanted again is
 	// then not handed to Push. It is called under the cache's lock: it must not block.
 	SkipPush func(i uint32) bool
+	// Shared, if set, bounds the prefetches in flight of every cache reading through one
+	// database session (package inflight): each prefetch takes a slot, so that the
+	// session's own bound keeps room for demand reads whichever mount they are of. Demand
+	// reads take none.
+	Shared *inflight.Bound
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -62,6 +68,7 @@ type Cache struct {
 	local    func(i uint32) bool // nil: none
 	push     func(i uint32, data []byte) bool
 	skipPush func(i uint32) bool // nil: never
+	shared   *inflight.Bound     // nil: none
 	fetch    Fetcher
 	maxBytes int64
 	ctx      context.Context // cancelled by Close; parent of every fetch
@@ -80,6 +87,7 @@ type Cache struct {
 	prefetches int                                                    // guarded by mu; fetches in flight started by Prefetch
 	reserved   int64                                                  // guarded by mu; expected bytes of prefetches in flight
 	onArrive   func(owner any, i uint32, took time.Duration, ok bool) // set once before use; called, without mu, after each prefetch of sample i ends
+	onRoom     func()                                                 // set once before use; called, without mu, when the shared bound frees a slot after turning this cache away
 	present    bitset.Set                                             // sample i is cached; written under mu, read without it (nil: no Samples)
 	pushed     map[uint32]struct{}                                    // guarded by mu; fresh blobs handed to push, not looked up since
 	ahead      map[uint32]struct{}                                    // guarded by mu; pushed by PushHeld before Prefetch wanted them, until a stream moves on (forgetAhead)
@@ -142,7 +150,7 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
 		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
-		push: opts.Push, skipPush: opts.SkipPush, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
+		push: opts.Push, skipPush: opts.SkipPush, shared: opts.Shared, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -219,12 +227,24 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	}
 }
 
-// Prefetch starts fetching sample i, of size bytes, in the background unless it is cached, in
-// flight or local (CacheOptions.Local). It never blocks. It reports false, starting nothing, when maxInFlight
-// prefetches are already in flight or when fresh blobs and those in flight would fill the
-// cache to less than keepFree bytes short of its bound (the prefetcher then waits for
-// readers to catch up). owner is handed to the arrival callback when the fetch ends.
-func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, owner any) bool {
+// PrefetchOptions describe one prefetch (Cache.Prefetch).
+type PrefetchOptions struct {
+	// Size is the sample's size in bytes, reserved in the cache while the fetch is in flight.
+	Size int64
+	// MaxInFlight: nothing is started while this many prefetches are in flight.
+	MaxInFlight int
+	// KeepFree: nothing is started while fresh blobs and those in flight would fill the
+	// cache to less than this many bytes short of its bound (the prefetcher then waits for
+	// readers to catch up).
+	KeepFree int64
+	// Owner is handed to the arrival callback when the fetch ends.
+	Owner any
+}
+
+// Prefetch starts fetching sample i in the background unless it is cached, in flight or
+// local (CacheOptions.Local). It never blocks. It reports false, starting nothing, when
+// o's bounds (or the shared bound, CacheOptions.Shared) leave no room.
+func (c *Cache) Prefetch(i uint32, o PrefetchOptions) bool {
 	if c.local != nil && c.local(i) {
 		return true // its readers read a local file
 	}
@@ -259,11 +279,14 @@ func (c *Cache) Prefetch(i uint32, size int64, maxInFlight int, keepFree int64, 
 		}
 		return true
 	}
-	if c.prefetches >= maxInFlight || c.freshBytes+c.reserved+size+keepFree > c.maxBytes || c.ctx.Err() != nil {
+	if c.prefetches >= o.MaxInFlight || c.freshBytes+c.reserved+o.Size+o.KeepFree > c.maxBytes || c.ctx.Err() != nil {
 		return false
 	}
-	c.reserved += size
-	c.startLocked(i, size, owner)
+	if c.shared != nil && !c.shared.TryAcquire(c, c.roomFreed) {
+		return false // the session's prefetches are at their bound: told when one ends
+	}
+	c.reserved += o.Size
+	c.startLocked(i, o.Size, o.Owner)
 	c.stats.prefetched.Add(1)
 	return true
 }
@@ -324,6 +347,9 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	}
 	onArrive := c.onArrive
 	c.mu.Unlock()
+	if prefetch && c.shared != nil {
+		c.shared.Release() // before onArrive: the stream that issued it may issue again
+	}
 	close(cl.done)
 	if push && !c.push(i, data) {
 		c.mu.Lock()
@@ -335,14 +361,13 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	}
 }
 
-// pushHeld pushes a blob the cache holds (see Prefetch); a failed push leaves it fresh
-// until its READ.
-func (c *Cache) pushHeld(i uint32, data []byte) {
-	defer c.wg.Done()
-	if !c.push(i, data) {
-		c.mu.Lock()
-		delete(c.pushed, i)
-		c.mu.Unlock()
+// roomFreed is told by the shared bound that a slot freed after it turned this cache away.
+func (c *Cache) roomFreed() {
+	c.mu.Lock()
+	f := c.onRoom
+	c.mu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -401,17 +426,6 @@ func (c *Cache) Drop(i uint32) {
 	c.mark(i, false)
 }
 
-// Looked tells the cache that sample i's reader looked it up: a blob pushed to where the
-// reader reads it (CacheOptions.Push) counts as read from now on. Other blobs wait for
-// their READ.
-func (c *Cache) Looked(i uint32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.pushed[i]; ok {
-		c.consumeLocked(i)
-	}
-}
-
 // consumeLocked makes sample i's fresh blob used (it counts as read) and returns it; false
 // if it is not fresh.
 func (c *Cache) consumeLocked(i uint32) ([]byte, bool) {
@@ -437,47 +451,6 @@ func (c *Cache) release(samples []uint32) {
 	for _, i := range samples {
 		c.consumeLocked(i)
 	}
-}
-
-// PushHeld pushes sample i's blob now if the cache holds it (CacheOptions.Push), unless it
-// was pushed already, and reports whether the blob is there for its reader; it counts as
-// read from then on. Package fs calls it once a name of the sample was looked up ahead of
-// its reader: the reader's open and read will not reach the cache.
-func (c *Cache) PushHeld(i uint32) bool {
-	if c.push == nil {
-		return false
-	}
-	c.mu.Lock()
-	_, done := c.pushed[i]
-	data, fresh := c.consumeLocked(i)
-	switch {
-	case fresh && done:
-		c.mu.Unlock()
-		return true // pushed as it arrived, or when Prefetch wanted it again
-	case !fresh:
-		var held bool
-		if data, held = c.used.peek(i); !held {
-			c.mu.Unlock()
-			return false
-		}
-		if len(c.ahead) > 1<<16 {
-			clear(c.ahead) // readers that stopped: forget wholesale (a sample pushed twice at worst)
-		}
-		c.ahead[i] = struct{}{} // ahead of Prefetch, which would push it again
-	}
-	c.mu.Unlock()
-	return c.push(i, data)
-}
-
-// forgetAhead forgets which samples were pushed when their names were looked up ahead
-// (PushHeld): a stream moved on to another epoch, and a mark left from the last one (a
-// sample pushed after the prefetcher had passed it there) would make Prefetch pass the
-// sample over in this one, where nothing pushed it. The marks of other streams go too:
-// their samples are then fetched although pushed (a fetch too many), never passed over.
-func (c *Cache) forgetAhead() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.ahead)
 }
 
 // Has reports whether sample i's blob is in memory (fetched, not evicted). With

@@ -216,7 +216,7 @@ func TestFailedPrefetchIsForgotten(t *testing.T) {
 		return blobOf(i, 4), nil
 	}), CacheOptions{MaxBytes: 1 << 10})
 	defer c.Close()
-	if !c.Prefetch(5, 4, 8, 0, nil) {
+	if !c.Prefetch(5, PrefetchOptions{Size: 4, MaxInFlight: 8}) {
 		t.Fatal("Prefetch refused")
 	}
 	waitFor(t, "the prefetch to fail", func() bool { return c.Stats().FetchErrors > 0 })
@@ -274,7 +274,7 @@ func TestCacheDrop(t *testing.T) {
 	c := NewCache(fetchFunc(func(ctx context.Context, i uint32) ([]byte, error) { return make([]byte, 100), nil }), CacheOptions{MaxBytes: 1000, Samples: 10})
 	defer c.Close()
 	testkit.Must(c.Get(context.Background(), 1))(t)
-	if !c.Prefetch(2, 100, 10, 0, nil) {
+	if !c.Prefetch(2, PrefetchOptions{Size: 100, MaxInFlight: 10}) {
 		t.Fatal("prefetch refused")
 	}
 	for !c.Has(2) {
@@ -311,11 +311,20 @@ func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 	}})
 	defer c.Close()
 	for i := range uint32(3) {
-		c.Prefetch(i, 1000, 10, 0, nil)
+		c.Prefetch(i, PrefetchOptions{Size: 1000, MaxInFlight: 10})
 	}
 	waitFor(t, "three prefetches to arrive", func() bool { return c.Stats().Entries == 3 && c.Stats().InFlight == 0 })
 	// Pushes end after the arrival is visible: wait until sample 2's refusal is recorded.
-	waitFor(t, "the three pushes to end", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pushed) == 2 })
+	// The push of sample 0 or 1 may still be on its way when sample 2's has ended: wait for
+	// all three to have been handed over as well.
+	waitFor(t, "the three pushes to end", func() bool {
+		mu.Lock()
+		n := len(pushed)
+		mu.Unlock()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.pushed) == 2 && n == 3
+	})
 	if err := c.checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +356,7 @@ func TestPushedBlobsCountAsReadAtLookup(t *testing.T) {
 		t.Errorf("stats %+v: want both Gets served from memory", c.Stats())
 	}
 	// Read, then wanted again (a later epoch): its pages may be gone, so it is pushed again.
-	c.Prefetch(0, 1000, 10, 0, nil)
+	c.Prefetch(0, PrefetchOptions{Size: 1000, MaxInFlight: 10})
 	waitFor(t, "sample 0 pushed again", func() bool { mu.Lock(); defer mu.Unlock(); return pushed[0] == 2 })
 	if _, err := c.Get(context.Background(), 9); err != nil {
 		t.Fatal(err)
@@ -381,8 +390,8 @@ func TestPushHeld(t *testing.T) {
 	}})
 	defer c.Close()
 	count := func(i uint32) int { mu.Lock(); defer mu.Unlock(); return pushes[i] }
-	c.Prefetch(0, 1000, 10, 0, nil)
-	c.Prefetch(1, 1000, 10, 0, nil)
+	c.Prefetch(0, PrefetchOptions{Size: 1000, MaxInFlight: 10})
+	c.Prefetch(1, PrefetchOptions{Size: 1000, MaxInFlight: 10})
 	waitFor(t, "two prefetches", func() bool { return c.Stats().Entries == 2 && c.Stats().InFlight == 0 })
 	// Pushes end after the arrival is visible: wait until sample 1's refusal is recorded.
 	waitFor(t, "the two pushes to end", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.pushed) == 1 })
@@ -400,8 +409,8 @@ func TestPushHeld(t *testing.T) {
 	if !c.PushHeld(0) || count(0) != 2 {
 		t.Errorf("a used blob looked up ahead: %d pushes, want 2", count(0))
 	}
-	c.Prefetch(0, 1000, 10, 0, nil)
-	c.Prefetch(1, 1000, 10, 0, nil) // not looked up ahead this time: pushed again
+	c.Prefetch(0, PrefetchOptions{Size: 1000, MaxInFlight: 10})
+	c.Prefetch(1, PrefetchOptions{Size: 1000, MaxInFlight: 10}) // not looked up ahead this time: pushed again
 	waitFor(t, "sample 1 pushed again by Prefetch", func() bool { return count(1) == 3 })
 	if count(0) != 2 {
 		t.Errorf("Prefetch pushed sample 0 again after PushHeld had (%d pushes)", count(0))
@@ -435,7 +444,7 @@ func TestSkipPush(t *testing.T) {
 	defer c.Close()
 	count := func(i uint32) int { mu.Lock(); defer mu.Unlock(); return pushes[i] }
 	for i := range uint32(2) {
-		c.Prefetch(i, 1000, 10, 0, nil)
+		c.Prefetch(i, PrefetchOptions{Size: 1000, MaxInFlight: 10})
 	}
 	waitFor(t, "two pushes at arrival", func() bool { return count(0) == 1 && count(1) == 1 })
 	c.Looked(0)
@@ -443,8 +452,8 @@ func TestSkipPush(t *testing.T) {
 	mu.Lock()
 	resident[0] = true // sample 1's pages are gone
 	mu.Unlock()
-	c.Prefetch(0, 1000, 10, 0, nil)
-	c.Prefetch(1, 1000, 10, 0, nil)
+	c.Prefetch(0, PrefetchOptions{Size: 1000, MaxInFlight: 10})
+	c.Prefetch(1, PrefetchOptions{Size: 1000, MaxInFlight: 10})
 	waitFor(t, "sample 1 pushed again", func() bool { return count(1) == 2 })
 	c.Close() // every push started has ended
 	if count(0) != 1 {
@@ -478,14 +487,14 @@ func TestPushesLost(t *testing.T) {
 		testkit.Must(c.Get(ctx, i))(t)
 	}
 	for i := range uint32(2) { // looked up ahead: pushed, and passed over by Prefetch
-		if !c.PushHeld(i) || !c.Prefetch(i, 1000, 10, 0, nil) {
+		if !c.PushHeld(i) || !c.Prefetch(i, PrefetchOptions{Size: 1000, MaxInFlight: 10}) {
 			t.Fatalf("sample %d: not pushed, or refused", i)
 		}
 	}
 	for i := uint32(2); i < 5; i++ { // three more blobs evict both (room for two)
 		testkit.Must(c.Get(ctx, i))(t)
 	}
-	c.Prefetch(1, 1000, 10, 0, nil) // sample 1 fetched again by the prefetcher first
+	c.Prefetch(1, PrefetchOptions{Size: 1000, MaxInFlight: 10}) // sample 1 fetched again by the prefetcher first
 	waitFor(t, "sample 1 prefetched", func() bool { return c.Stats().InFlight == 0 })
 	for _, i := range []uint32{1, 5, 6, 7} { // read, then evicted
 		testkit.Must(c.Get(ctx, i))(t)

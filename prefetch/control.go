@@ -23,9 +23,10 @@ const (
 	// firstProbeBelow: a stream starts with a burst of InitialWindow prefetches, so on a
 	// busy database even its first fetches may have queued behind each other, and the
 	// smallest of them is no link's latency. A probe costs a few round trips of little
-	// issuing, which a long link's start cannot spare (measured at 150 ms: 1,794 images/s
-	// with it, 2,073 without), and where a round trip is long the queue's share of the
-	// smallest latency is small: there the first probe waits for probeEvery.
+	// issuing, which a long link's start cannot spare (bench/README.md, "the window
+	// controller cannot feed on its own queue"), and where a round trip is long the
+	// queue's share of the smallest latency is small: there the first probe waits for
+	// probeEvery.
 	firstProbe      = time.Second
 	firstProbeBelow = 20 * time.Millisecond
 	// probeCap is how many prefetches may be in flight while a probe drains the queue: few

@@ -76,8 +76,11 @@
 // their names are then bound to the samples fetched ahead; under strict order they profit
 // only where their random picks fall into the window.
 //
-// Prefetches in flight are capped at MaxInFlight, below the store's own bound, so demand
-// reads of samples not yet fetched always find room and jump the queue; and issuing pauses
+// Prefetches in flight are capped at MaxInFlight per prefetcher, and, with
+// CacheOptions.Shared, those of every cache reading through one database session together
+// below the session's own bound (package inflight): several mounts of a process (volumes
+// of cassfs serve, --dataset a,b) cannot fill the session between them, and demand reads of
+// samples not yet fetched always find room and jump the queue; and issuing pauses
 // while prefetched-but-unread blobs fill the cache up to KeepFree bytes short of its bound:
 // the window shrinks to what memory holds, and resumes as readers consume.
 //
@@ -93,8 +96,8 @@
 //     database is the bottleneck: every fetch then waits behind the others in flight, no
 //     fetch is faster than the queue, and when the horizon has passed the minimum is the
 //     queueing delay — the limit grows with the queue and the queue with the limit, up to
-//     MaxInFlight (measured: 1,024 prefetches in flight and a "latency" of 171 ms on a
-//     link of 0.1 ms, at twice the CPU per file). So the minimum is kept however old, and
+//     MaxInFlight (bench/README.md, "the window controller cannot feed on its own
+//     queue"). So the minimum is kept however old, and
 //     when no fetch has come back as fast for 10 s (1 s the first time: a stream starts
 //     with a burst of InitialWindow prefetches, whose first ones may already have queued),
 //     a probe drains the queue, as BBR's ProbeRTT does: every stream's limit falls to 4 until the prefetches in flight are
@@ -105,8 +108,8 @@
 //   - the rate r the stream is served at: the lower of the readers' rate (samples consumed
 //     per second) and the rate prefetches come back at. The second bounds the first where
 //     the readers, reading what the window already holds, consume faster than the database
-//     delivers (measured: bursts of 4,000–4,800/s from a database serving 2,000/s, which
-//     sized the limit for a rate nobody could serve). Each is measured over ticks of at
+//     delivers (readers' bursts are then far above what the database serves, and would size
+//     the limit for a rate nobody can serve). Each is measured over ticks of at
 //     least a round trip (20 ms at least; arrivals come in bursts, and a shorter tick
 //     measures a burst), as the highest tick of the last second. A higher rate counts at
 //     once, one slow tick (readers held up by a straggler) does not shrink the window, and a
@@ -168,7 +171,9 @@
 // held. Prefetcher.mu guards the set of streams only and is never held while taking
 // another lock. The controller's locks come between the two: a stream's lock may be held
 // while taking linkDelay.mu or Prefetcher.dmu (sizing the stream), and linkDelay.mu while
-// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf.
+// taking Cache.mu (a probe counting the prefetches in flight); dmu is a leaf, and so is
+// the shared bound's lock (inflight.Bound, taken under Cache.mu; it calls the caches it
+// turned away back with no lock held).
 // Stream.Order is called with no lock of this package held. Under Cache.mu only lock-free
 // calls leave the package (the Local predicate: disktier.Tier.Holds). Prefetcher.Next, asked under Cache.mu when the cache evicts,
 // takes no lock either: it reads what the streams publish through atomics.

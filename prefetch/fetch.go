@@ -41,40 +41,40 @@ func (f *StoreFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
 	return b.Data, nil
 }
 
+// fetchWithTarget reads sample i's blob and its target's at once into one buffer, the blob
+// first, and verifies each.
 func fetchWithTarget(ctx context.Context, r store.BlobReader, ix *index.Index, i uint32) ([]byte, error) {
-	{
-		n, tn := ix.Size(i), ix.TargetSize(i)
-		buf := make([]byte, n+tn)
-		var (
-			tb   store.Blob
-			terr error
-			done = make(chan struct{})
-		)
-		go func() {
-			defer close(done)
-			tb, terr = r.Get(ctx, store.TargetID(ix.ID(i)), buf[n:n+tn:n+tn])
-			if terr == nil {
-				terr = ix.VerifyTarget(i, tb)
-			}
-		}()
-		b, err := r.Get(ctx, ix.ID(i), buf[:n:n]) // capped: a longer blob must not reach the target's bytes
-		if err == nil {
-			err = ix.Verify(i, b)
+	n, tn := ix.Size(i), ix.TargetSize(i)
+	buf := make([]byte, n+tn)
+	var (
+		tb   store.Blob
+		terr error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		tb, terr = r.Get(ctx, store.TargetID(ix.ID(i)), buf[n:n+tn:n+tn])
+		if terr == nil {
+			terr = ix.VerifyTarget(i, tb)
 		}
-		<-done
-		if err != nil {
-			return nil, err
-		}
-		if terr != nil {
-			return nil, terr
-		}
-		// A reader may not have used the buffer (it is a hint).
-		if n > 0 && &b.Data[0] != &buf[0] {
-			copy(buf[:n], b.Data)
-		}
-		if tn > 0 && &tb.Data[0] != &buf[n] {
-			copy(buf[n:], tb.Data)
-		}
-		return buf, nil
+	}()
+	b, err := r.Get(ctx, ix.ID(i), buf[:n:n]) // capped: a longer blob must not reach the target's bytes
+	if err == nil {
+		err = ix.Verify(i, b)
 	}
+	<-done
+	if err != nil {
+		return nil, err
+	}
+	if terr != nil {
+		return nil, terr
+	}
+	// A reader may not have used the buffer (it is a hint).
+	if n > 0 && &b.Data[0] != &buf[0] {
+		copy(buf[:n], b.Data)
+	}
+	if tn > 0 && &tb.Data[0] != &buf[n] {
+		copy(buf[n:], tb.Data)
+	}
+	return buf, nil
 }

@@ -118,6 +118,7 @@ func NewPrefetcher(cache *Cache, opts Options) *Prefetcher {
 	p := &Prefetcher{cache: cache, opts: opts, streams: map[string]*stream{}}
 	cache.mu.Lock()
 	cache.onArrive = p.arrived
+	cache.onRoom = p.wakeBlocked
 	cache.mu.Unlock()
 	if opts.Samples > 0 {
 		cache.useFuture(p)
@@ -388,7 +389,7 @@ func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
 			order = s.next
 		}
 		i := order[s.nextPos]
-		if !p.cache.Prefetch(i, p.opts.Size(i), s.limit, p.opts.KeepFree, s) {
+		if !p.cache.Prefetch(i, PrefetchOptions{Size: p.opts.Size(i), MaxInFlight: s.limit, KeepFree: p.opts.KeepFree, Owner: s}) {
 			if !s.blocked {
 				s.blocked = true
 				p.blocked.Add(1)
@@ -436,7 +437,13 @@ func (p *Prefetcher) arrived(owner any, i uint32, took time.Duration, ok bool) {
 			p.pump(s, needNext)
 		}
 	}
-	if p.blocked.Load() == 0 {
+	p.wakeBlocked()
+}
+
+// wakeBlocked has the streams the cache turned away issue again: a prefetch ended, here or
+// (with a shared bound) of another cache of the session.
+func (p *Prefetcher) wakeBlocked() {
+	if p.closed.Load() || p.blocked.Load() == 0 {
 		return
 	}
 	p.mu.Lock()

@@ -307,7 +307,7 @@ func TestPrefetchKeepsReusedBlobs(t *testing.T) {
 	for i := range uint32(5) {
 		c.Get(ctx, i) // used
 	}
-	if !c.Prefetch(2, testBlobSize, 100, 0, nil) {
+	if !c.Prefetch(2, PrefetchOptions{Size: testBlobSize, MaxInFlight: 100}) {
 		t.Fatal("Prefetch of a cached blob refused")
 	}
 	// Fill the cache with other demand reads: used blobs go, the re-prefetched one stays.

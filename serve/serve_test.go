@@ -15,6 +15,7 @@ import (
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/cassandra"
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/store/storetest"
 	"golang.org/x/sys/unix"
@@ -114,4 +115,47 @@ func TestServeHandedOverVolumes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return 10 s after its context ended")
 	}
+}
+
+// TestDemandReadsNeverWaitBehindAnotherVolumesPrefetches: two volumes of one cluster read
+// through one database session; while the first's prefetches are in flight (a stream's
+// first window, 64, beyond the session's 20 slots), a demand read of the second finds a
+// slot at once: the prefetches of every volume together hold no more than the session's
+// prefetch share.
+func TestDemandReadsNeverWaitBehindAnotherVolumesPrefetches(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting /dev/fuse needs root")
+	}
+	session := storetest.NewSession(20, cassandra.PrefetchShare(20), 200*time.Millisecond)
+	stores := map[string]store.Store{}
+	for _, name := range []string{"alpha", "beta"} {
+		st := memstore.New(name, memstore.Options{})
+		testkit.Check(t, st.SetLabels(context.Background(), []string{"class0", "class1"}))
+		for i := range 200 {
+			s, data := storetest.MakeSample(name, i, i%2, 100+i)
+			testkit.Check(t, st.Put(context.Background(), s, data, nil))
+		}
+		stores[name] = session.Store(st)
+	}
+	sock := filepath.Join(t.TempDir(), "serve.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d := make(chan *daemon, 1)
+	go run(ctx, Config{Socket: sock, Log: slog.New(slog.DiscardHandler), Open: func(ctx context.Context, v mount.Volume, s map[string]string) (store.Store, error) {
+		return stores[v.Dataset], nil
+	}}, func(x *daemon) { d <- x })
+	<-d
+	dirs := map[string]string{}
+	for _, name := range []string{"alpha", "beta"} {
+		dir := t.TempDir()
+		fd := testkit.MountFUSE(t, dir)
+		err := handover.Send(ctx, sock, fd, handover.Volume{ID: name, Mountpoint: dir, Attributes: map[string]string{"dataset": name, "order": "strict", "splits": ""}})
+		unix.Close(fd)
+		testkit.Check(t, err)
+		dirs[name] = dir
+		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	}
+	// Read by other processes (see TestServeHandedOverVolumes).
+	cat := func(p string) ([]byte, error) { return exec.Command("cat", p).Output() }
+	storetest.CheckDemandRead(t, session, dirs["alpha"], dirs["beta"], "beta", cat)
 }

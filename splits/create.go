@@ -329,8 +329,8 @@ func Create(items []Item, labels []string, spec Spec) ([]Made, *Report, error) {
 	}
 	// Groups holding the largest share of some class are dealt first, so that a scarce
 	// class is spread over the splits before common ones fill them; among equals the
-	// seeded order stays (measured on generated cohorts: splits within 3% of their target
-	// where dealing in the seeded order alone left some 15-20% short).
+	// seeded order stays (on generated cohorts, dealing in the seeded order alone leaves
+	// some splits well short of their target).
 	for _, g := range groups {
 		for k, c := range g.classes {
 			g.share = max(g.share, float64(len(g.ids[k]))/float64(counts[c]))

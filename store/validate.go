@@ -98,17 +98,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // little beside the copy of the data itself.
 func CRC32C(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
 
-// # Names
+// identRE is what every dataset and column name is (ValidDatasetName).
+var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
+
+// ValidDatasetName reports why name cannot be a dataset name on any backend, or nil.
 //
 // Dataset and column names are portable identifiers: lowercase letters, digits and
 // underscores, starting with a letter, at most 48 characters, and no reserved word of a
 // backend's query language. Every backend accepts exactly these, unquoted, so a name can
 // never inject a query and a dataset keeps its names on any backend. A backend may refuse
 // more dataset names of its own (Cassandra's system keyspaces).
-
-var identRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,47}$`)
-
-// ValidDatasetName reports why name cannot be a dataset name on any backend, or nil.
 func ValidDatasetName(name string) error {
 	if !identRE.MatchString(name) {
 		return fmt.Errorf("invalid dataset name %q: use 1-48 lowercase letters, digits or '_', starting with a letter", name)

@@ -129,9 +129,6 @@ func (e *Epoch) EntryName(k uint32) string {
 	return padInt(uint64(e.Start)+uint64(k), e.width) + "_" + e.set.ix.Name(e.Order[k])
 }
 
-// Width is the number of digits of the view's position prefix.
-func (e *Epoch) Width() int { return e.width }
-
 // fileListState is one file list of an epoch view, computed on first use.
 type fileListState struct {
 	sizeOnce sync.Once

@@ -12,13 +12,9 @@ import (
 // line in the same order. A position shows the same sample in both (one binding).
 const TargetsSuffix = ".targets"
 
-// TargetsKey resolves the name of an epoch view's targets twin in split: "epoch-<N>.targets"
-// or "epoch-<N>@<K>.targets". False if the dataset has no targets.
-func (s *Set) TargetsKey(split, name string) (Key, bool) {
-	return s.TargetsKeyIn(split, s.cfg.Shard, name)
-}
-
-// TargetsKeyIn is TargetsKey in a shard directory of split: the view is of shard sh.
+// TargetsKeyIn resolves the name of an epoch view's targets twin in a shard directory of
+// split, a view of shard sh: "epoch-<N>.targets" or "epoch-<N>@<K>.targets". False if the
+// dataset has no targets.
 func (s *Set) TargetsKeyIn(split string, sh splits.Shard, name string) (Key, bool) {
 	base, ok := strings.CutSuffix(name, TargetsSuffix)
 	if !ok || !s.ix.HasTargets() {

@@ -39,12 +39,12 @@ func TestTargetsTwin(t *testing.T) {
 	arrived := map[uint32]bool{}
 	s := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Mode: Arrival, Progress: rec,
 		Arrived: func(i uint32) bool { return arrived[i] }})
-	key, ok := s.TargetsKey("all", "epoch-3@5.targets")
+	key, ok := s.targetsKey("all", "epoch-3@5.targets")
 	if !ok || key != (Key{Split: "all", Epoch: 3, Start: 5}) {
 		t.Fatalf("TargetsKey(epoch-3@5.targets) = %+v, %v", key, ok)
 	}
 	for _, bad := range []string{"epoch-3", "epoch-3.target", "x.targets", "epoch-3.targets.targets"} {
-		if _, ok := s.TargetsKey("all", bad); ok {
+		if _, ok := s.targetsKey("all", bad); ok {
 			t.Errorf("TargetsKey(%q) resolved", bad)
 		}
 	}
@@ -89,7 +89,7 @@ func TestTargetsTwin(t *testing.T) {
 		t.Errorf("the prefetcher heard of %d accesses for 40 positions looked up twice each, want 40", len(rec.accesses))
 	}
 	plain := New(Config{Index: testIndex(t, 10, classes), Splits: []*splits.Split{splits.All(testIndex(t, 10, classes))}})
-	if _, ok := plain.TargetsKey("all", "epoch-0.targets"); ok || plain.HasTargets() {
+	if _, ok := plain.targetsKey("all", "epoch-0.targets"); ok || plain.HasTargets() {
 		t.Error("a dataset without targets has a targets twin")
 	}
 }

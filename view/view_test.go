@@ -160,8 +160,8 @@ func TestStrictLookup(t *testing.T) {
 	}
 	k := e.ByClass[0][0]
 	name := e.EntryName(k)
-	wrongName := name[:e.Width()+1] + "x" + name[e.Width()+1:]
-	for _, bad := range []string{wrongName, "9" + name, name[e.Width():], "", "abc_" + ix.Name(e.Order[k])} {
+	wrongName := name[:e.width+1] + "x" + name[e.width+1:]
+	for _, bad := range []string{wrongName, "9" + name, name[e.width:], "", "abc_" + ix.Name(e.Order[k])} {
 		if i, ok := set.Lookup(e, 0, bad); ok {
 			t.Errorf("Lookup(%q) resolved to %d", bad, i)
 		}

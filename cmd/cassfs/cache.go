@@ -10,6 +10,7 @@ import (
 
 	"github.com/cassfs/cassfs/disktier"
 	"github.com/cassfs/cassfs/index"
+	"github.com/cassfs/cassfs/mount"
 	"github.com/cassfs/cassfs/prefetch"
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/store"
@@ -53,7 +54,7 @@ DIR may also be given as --cache-dir DIR.`,
 			if dir == "" {
 				return usageError{errors.New("cache warm needs the cache directory: cassfs cache warm --dataset NAME --cache-dir-size BYTES DIR")}
 			}
-			n, err := humanize.ParseBytes(size)
+			n, err := mount.ParseSize(size)
 			if err != nil || n == 0 || n > 1<<62 {
 				return usageError{fmt.Errorf("--cache-dir-size: want a positive size such as 200GiB (got %q)", size)}
 			}

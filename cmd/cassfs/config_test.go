@@ -7,11 +7,19 @@ import (
 	"testing"
 
 	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/mount"
 	"github.com/spf13/cobra"
 )
 
-func configCmd(t *testing.T) (*cobra.Command, *mountFlags) {
-	var f mountFlags
+// configFlags are the flags of configCmd's command: some of mount's, set by applyConfig.
+type configFlags struct {
+	db        dbFlags
+	o         mount.Options
+	cacheSize string
+}
+
+func configCmd(t *testing.T) (*cobra.Command, *configFlags) {
+	var f configFlags
 	c := &cobra.Command{Use: "mount"}
 	f.db.register(c)
 	c.Flags().Uint64Var(&f.o.Seed, "seed", 0, "")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"github.com/cassfs/cassfs/mount"
 	"log/slog"
 	"os"
 
@@ -53,7 +54,9 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve the volumes the CSI node plugin hands over, unprivileged, one process per node",
 		Long: `serve takes each volume's FUSE connection from cassfs csi over --socket (mode 0600: the
 plugin mounts connections for its owner) and serves it, unprivileged, until unmounted; the
-volumes of one cluster and login share a session (the "hosts" attribute, else --hosts).
+volumes of one cluster and login share a session (the "hosts" attribute, else --hosts),
+and its --max-in-flight: the prefetches of every volume together hold at most four fifths
+of it, so a reader's demand read never waits behind another volume's prefetches.
 If serve dies, readers get errors at once, never a hang.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -66,6 +69,9 @@ If serve dies, readers get errors at once, never a hang.`,
 			return serve.Run(c.Context(), serve.Config{Socket: socket, DB: cfg, LookaheadHelper: []string{exe, "lookahead-helper"}, Log: log.With(slog.String("component", "serve"))})
 		},
 	}
+	// Room for the prefetches of the volumes on a long link and their demand reads, as a
+	// mount has (cassfs mount).
+	db.maxInFlight = mount.MaxInFlight
 	db.register(c)
 	c.Flags().Lookup("dataset").Usage = "not used: each volume names its dataset"
 	c.Flags().StringVar(&socket, "socket", "/run/cassfs/serve.sock", "Unix socket to take volumes from cassfs csi on")

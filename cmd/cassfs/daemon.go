@@ -12,14 +12,12 @@ import (
 	"github.com/cassfs/cassfs/mount"
 )
 
-// # Running in the background
-//
-// cassfs mount --daemon starts the same command again as a child in a session of its own,
-// with the environment variable daemonChild set, its output going to the log file, and
-// returns once the child serves the mountpoint (or fails, showing the end of its log).
-// mount(8) and /etc/fstab reach cassfs through the mount helper: the binary called
-// mount.fuse.cassfs (a symlink), which turns "SOURCE DIR -o opts" into such a mount.
-
+// daemonChild is set in the environment of the background child of cassfs mount --daemon.
+// That command starts itself again as a child in a session of its own, with daemonChild
+// set and its output going to the log file, and returns once the child serves the
+// mountpoint (or fails, showing the end of its log). mount(8) and /etc/fstab reach cassfs
+// through the mount helper: the binary called mount.fuse.cassfs (a symlink), which turns
+// "SOURCE DIR -o opts" into such a mount.
 const daemonChild = "CASSFS_DAEMON_CHILD"
 
 // commandArgs are the arguments of the command being run: os.Args[1:], or what the mount

@@ -131,17 +131,14 @@ keep their files until cassfs cache clear. NAME may also be given as --dataset N
 		Args: objectArg("dataset delete", "dataset NAME", "dataset"),
 		RunE: func(c *cobra.Command, args []string) error {
 			st, err := db.openStore(c.Context(), storeOpts{})
-			if errors.Is(err, cassandra.ErrIncomplete) {
-				// An attach that did not finish: its catalogue opens as attach opens it.
+			if errors.Is(err, cassandra.ErrIncomplete) { // an unfinished attach: open it as attach does
 				st, err = db.openStore(c.Context(), storeOpts{create: true, attach: true, replication: 1})
 			}
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			dropper, ok := st.(interface {
-				Delete(context.Context) (string, error)
-			})
+			dropper, ok := st.(*cassandra.Store)
 			if !ok {
 				return errors.New("this store cannot delete datasets")
 			}

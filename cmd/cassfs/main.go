@@ -2,9 +2,10 @@
 // deep-learning readers. Run "cassfs --help" for the subcommands.
 //
 // The command only parses flags and configuration files, wires the packages together and
-// prints: opening the store (one place: dbFlags.openStore), the read path of a mount
-// (newMount: views → prefetcher → cache → store), metrics and the control socket. What a
-// mount shows is decided in view, what is fetched in prefetch, what is stored in store.
+// prints: it opens the store (one place: dbFlags.openStore) and hands it to package mount,
+// which assembles the read path of a mount (mount.Open: views → prefetcher → cache →
+// store) and serves it, its metrics and its control socket. What a mount shows is decided
+// in view, what is fetched in prefetch, what is stored in store.
 package main
 
 import (

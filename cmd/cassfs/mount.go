@@ -9,24 +9,18 @@ import (
 	"path/filepath"
 
 	"github.com/cassfs/cassfs/mount"
-	"github.com/cassfs/cassfs/splits"
-	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 )
 
-// mountFlags are cassfs mount's flags: the mount's options (declared with their defaults
-// in package mount) and what only the command knows.
+// mountFlags are cassfs mount's flags: the mount's options (declared, with their defaults,
+// help and parsing, in mount.OptionsInfo) and what only the command knows.
 type mountFlags struct {
-	db           dbFlags
-	o            mount.Options
-	cacheSize    string // parsed into o.CacheBytes by check
-	cacheDirSize string // parsed into o.CacheDirBytes by check
-	shard        string // parsed into o.Shard by check
-	shardPad     bool
-	metricsAddr  string
-	logLevel     string
-	daemon       bool
-	logFile      string
+	db          dbFlags
+	o           mount.Options
+	metricsAddr string
+	logLevel    string
+	daemon      bool
+	logFile     string
 }
 
 func newMountCmd() *cobra.Command {
@@ -97,9 +91,13 @@ is left to them: their lookups are how the prefetcher follows them). Pushed page
 ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is
 served as without pushing (and many at once make cassfs push again the files it had
 pushed or read whole, which it otherwise skips). --cache-size bounds what the daemon
-holds, not the page cache. With --cache-dir, files the page cache still has from an
-earlier epoch are not read from the directory at all, so a dataset that fits in the page
-cache but not in --cache-size reads its later epochs from memory.
+holds, not the page cache: files the page cache still has from an earlier epoch are
+neither fetched again nor (with --cache-dir) read from the directory, so a dataset that
+fits in the page cache but not in --cache-size reads its later epochs from memory and
+costs the database nothing. Pushed pages are charged to the daemon's memory cgroup
+(Kubernetes, systemd MemoryMax=), while a READ's are charged to its reader: under a limit
+cassfs pushes only within what the limit leaves and lets READs bring the rest (cassfs
+stats shows the limit, the usage and the page cache of it).
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
@@ -133,36 +131,15 @@ recovered; a mountpoint in use is refused.`,
 			return runMount(c.Context(), &f, args[0])
 		},
 	}
-	// Room for the prefetches a long link needs (--prefetch-in-flight) and demand reads.
-	f.db.maxInFlight = 1280
+	f.db.maxInFlight = mount.MaxInFlight
 	f.db.register(c)
-	d := mount.Defaults()
-	f.o = d
+	f.o = mount.Defaults()
+	mount.AddFlags(c.Flags(), &f.o)
 	fl := c.Flags()
-	fl.Uint64Var(&f.o.Seed, "seed", d.Seed, "seed of the epoch permutations (same seed, same orders everywhere)")
-	fl.IntVar(&f.o.EpochsListed, "epochs-listed", d.EpochsListed, "epoch directories a split lists (any epoch-N resolves)")
-	fl.IntVar(&f.o.EpochViews, "epoch-views", d.EpochViews, "epoch orders kept in memory, counted in orders of the whole dataset (8 bytes per sample each; the W shard directories of an epoch weigh one)")
-	fl.StringVar(&f.cacheSize, "cache-size", humanize.IBytes(d.CacheBytes), fmt.Sprintf("bytes of file content cached in memory (e.g. 512MiB, 4GiB); the daemon's resident memory stays under this plus ~%d bytes per sample plus %d MiB (more with stored splits and --epoch-views: 8 bytes per member per view; with each shard directory or resumed view being read beside the splits: 8 bytes per sample; with metadata columns: ~4 bytes per column and each distinct value once)", mount.RSSPerSample, mount.RSSOverhead>>20))
-	fl.StringVar(&f.o.CacheDir, "cache-dir", d.CacheDir, "also keep fetched files in this directory (e.g. on local NVMe), for later epochs and later mounts; bounded by --cache-dir-size; one mount of a dataset at a time per directory (default: off)")
-	fl.StringVar(&f.cacheDirSize, "cache-dir-size", "", "bytes --cache-dir may hold (e.g. 200GiB); once full, files no known epoch order reads make room for ones read again")
-	fl.IntVar(&f.o.Prefetch, "prefetch", d.Prefetch, "largest read-ahead window, in samples, along each epoch's order; the window sizes itself below it (0: no prefetching)")
-	fl.Var(&f.o.Order, "order", "arrival: a name is bound on first lookup to an already fetched sample of its class, so no reader waits behind a slow fetch; strict: a name always means the same sample (reproducible)")
-	fl.IntVar(&f.o.PrefetchInFlight, "prefetch-in-flight", d.PrefetchInFlight, "most prefetch requests in flight; the window sizes itself below it (keep below --max-in-flight so demand reads find room)")
-	fl.IntVar(&f.o.MaxBackground, "max-background", d.MaxBackground, "kernel's limit on concurrent reads to cassfs")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address, e.g. :9108 (loopback only) or 0.0.0.0:9108 (every interface); default off. cassfs stats needs none of it")
-	fl.BoolVar(&f.o.Pprof, "pprof", d.Pprof, "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)")
-	fl.BoolVar(&f.o.AllowOther, "allow-other", d.AllowOther, "let users other than the mounting one access the mount")
-	fl.BoolVar(&f.o.DebugFUSE, "debug-fuse", d.DebugFUSE, "log every FUSE request (to the mount's log: --log-file if given)")
-	fl.BoolVar(&f.o.ScanIndex, "scan-index", d.ScanIndex, "build the index by scanning the samples even if the dataset has a current index snapshot (which ingest stores, and a mount otherwise starts from)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.StringVar(&f.o.Splits, "splits", d.Splits, "comma-separated stored splits to show beside \"all\" (* for every stored split, empty for none)")
-	fl.StringVar(&f.shard, "shard", "", "show only rank I of N's part of every epoch, as I/N (e.g. 0/4); every rank mounts with the same --seed")
-	fl.DurationVar(&f.o.HedgeAfter, "speculative-after", d.HedgeAfter, "on a cluster of several nodes, send a read not answered after this long once more, to a replica picked anew, and take the first answer (0: never)")
 	fl.BoolVar(&f.daemon, "daemon", false, "serve in the background: return once the mount is up (logs go to --log-file)")
 	fl.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of standard error (default with --daemon: beside the control socket, e.g. /run/cassfs/<id>.log)")
-	fl.BoolVar(&f.shardPad, "shard-pad", false, "with --shard, and in shard directories (<split>/shard-R-of-W/), repeat the epoch's first samples so that every rank gets the same number")
-	fl.IntVar(&f.o.LookAhead, "look-ahead", d.LookAhead, "with --push, have a helper process look up this many names of each epoch ahead of the readers, along its order, over samples already fetched (or held in --cache-dir), so that the kernel knows them and their pushed bytes before the readers open them; it starts once readers have looked up 64 names of an epoch in order, and one name in 32 is left to them (their lookups show how far they got); 0: off")
-	fl.BoolVar(&f.o.Push, "push", d.Push, "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed (unless the page cache still has them) instead of passed through (false: opens of its files are passed through where the kernel allows it)")
 	return c
 }
 
@@ -248,26 +225,8 @@ func (f *mountFlags) logger() (log *slog.Logger, close func(), err error) {
 	return log, func() { out.Close() }, nil
 }
 
-// check parses and validates the mount's flags before anything is mounted or connected.
+// check validates the mount's flags before anything is mounted or connected.
 func (f *mountFlags) check() error {
-	n, err := humanize.ParseBytes(f.cacheSize)
-	if err != nil || n == 0 {
-		return usageError{fmt.Errorf("--cache-size %q: want a positive size such as 512MiB or 4GiB", f.cacheSize)}
-	}
-	f.o.CacheBytes = n
-	if f.shard != "" {
-		if f.o.Shard, err = splits.ParseShard(f.shard); err != nil {
-			return usageError{fmt.Errorf("--shard: %w", err)}
-		}
-	}
-	f.o.Shard.Pad = f.shardPad
-	if f.cacheDirSize != "" {
-		n, err := humanize.ParseBytes(f.cacheDirSize)
-		if err != nil || n == 0 || n > 1<<62 {
-			return usageError{fmt.Errorf("--cache-dir-size %q: want a positive size such as 200GiB", f.cacheDirSize)}
-		}
-		f.o.CacheDirBytes = int64(n)
-	}
 	if err := f.o.Check(); err != nil {
 		return usageError{err}
 	}

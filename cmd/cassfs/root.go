@@ -30,27 +30,21 @@ func newRootCmd() *cobra.Command {
 		Use:   "cassfs",
 		Short: "Image datasets in Cassandra/ScyllaDB, served to deep-learning readers as files",
 		Long: `cassfs keeps image datasets (blobs plus metadata) in Apache Cassandra or ScyllaDB
-and serves them to unmodified deep-learning readers.
-
-  cassfs gen      generate a synthetic image dataset (tests, demo, benchmarks)
-  cassfs ingest   load an ImageFolder tree and a metadata CSV into a dataset
-  cassfs split    make, list, show, delete, export and import splits (train/val/test)
-  cassfs mount    mount a dataset read-only: splits and epochs as directories
-  cassfs stats    a live summary of a running mount
-  cassfs bench    measure reads from the database, a mount and local disk in one run
-  cassfs cache    fill, show and clear a cache directory (mount --cache-dir)
+and serves them to unmodified deep-learning readers: the commands are listed below.
 
 The database is reached at --hosts (default $CASSFS_HOSTS, else 127.0.0.1:9042), over TLS
 with --tls-ca (and --tls-cert/--tls-key for client certificates), logging in with
 --username and the password from $CASSFS_PASSWORD or --password-file.`,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("cassfs {{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	var config string
 	root.PersistentFlags().StringVar(&config, "config", "", "YAML file of flag values (flag names as keys, e.g. dataset: tiles); flags on the command line win")
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error { return applyConfig(c, config) }
-	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd(), newCSICmd(), newServeCmd())
+	root.AddCommand(newIngestCmd(), newGenCmd(), newSplitCmd(), newDatasetCmd(), newMountCmd(), newStatsCmd(), newBenchCmd(), newCacheCmd(), newLookaheadCmd(), newCSICmd(), newServeCmd(), newVersionCmd())
 	return root
 }
 

@@ -19,7 +19,8 @@ import (
 // driverName is the CSI driver's name: what `cassfs csi` registers.
 const driverName = "cassfs.csi.cassfs.io"
 
-// volumeAttributes are the volume attributes the node plugin reads (dataset required).
+// volumeAttributes are the volume attributes the examples may use (dataset required): some
+// of those the node plugin reads, mount.Attributes(), which docs/mount-options.md lists.
 var volumeAttributes = []string{"dataset", "seed", "splits", "order", "cache-size", "cache-dir", "cache-dir-size", "hosts"}
 
 // TestCSIDriver: one CSIDriver, under the name the plugin registers, with nothing to

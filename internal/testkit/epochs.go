@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -43,6 +44,22 @@ func EpochSample(dataset string, i int) (store.Sample, []byte) {
 	}
 	return store.Sample{ID: store.SampleID(dataset, name), Label: i % 4, Name: name, Size: int64(len(data)),
 		Checksum: store.Checksum(data), CRC32C: store.CRC32C(data), HasCRC32C: true}, data
+}
+
+// PutEpochSamples fills st, the dataset "test" of these benchmarks (an empty one, such as
+// memstore.New("test", ...)), with samples 0 to n-1 (EpochSample), and returns their blobs
+// in that order.
+func PutEpochSamples(tb testing.TB, st store.Store, n int) [][]byte {
+	tb.Helper()
+	ctx := context.Background()
+	Check(tb, st.SetLabels(ctx, []string{"a", "b", "c", "d"}))
+	blobs := make([][]byte, n)
+	for i := range n {
+		s, data := EpochSample("test", i)
+		Check(tb, st.Put(ctx, s, data, nil))
+		blobs[i] = data
+	}
+	return blobs
 }
 
 // BenchSources returns the sources a benchmark measures: all, or those

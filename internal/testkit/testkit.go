@@ -1,13 +1,16 @@
 // Package testkit holds the helpers tests of every package share: failing a test on an
 // error in one call (Check, Must), a small index to build views, epochs and caches on
-// (Index), and a FUSE connection mounted as a privileged mounter hands it over
-// (MountFUSE, MountsAt). It is imported by tests only; nothing in a built binary uses it.
+// (Index), a tree of files (WriteTree), the dataset and readers of the cached-epoch
+// benchmarks (PutEpochSamples, LocalEpochs, MountEpochs), and a FUSE connection mounted
+// as a privileged mounter hands it over (MountFUSE, MountsAt). It is imported by tests only; nothing in a built binary uses it.
 package testkit
 
 import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -88,4 +91,17 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// WriteTree writes files (slash-separated paths relative to the root, and their contents)
+// under a new temporary directory and returns it.
+func WriteTree(t testing.TB, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		Check(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		Check(t, os.WriteFile(p, []byte(content), 0o644))
+	}
+	return root
 }

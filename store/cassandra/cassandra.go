@@ -44,7 +44,9 @@
 //
 // Every request has the Config.Timeout deadline, retries included, and at most
 // Config.MaxInFlight requests are in flight at once (more wait): unbounded concurrency ends
-// in gocql's "no streams available".
+// in gocql's "no streams available". Of those, the prefetches of every mount reading
+// through the session hold at most PrefetchShare together (PrefetchBound), so a demand
+// read finds room whichever mount it is of.
 package cassandra
 
 import (
@@ -57,6 +59,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cassfs/cassfs/internal/inflight"
 	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
 )
@@ -153,6 +156,9 @@ type Store struct {
 	cfg     Config
 	session *gocql.Session
 	sem     chan struct{} // bounds requests in flight
+	// prefetchs bounds the prefetches in flight of every mount of the session, below sem
+	// (PrefetchShare); shared by the stores of one Cluster.
+	prefetchs *inflight.Bound
 
 	mu      sync.Mutex
 	columns []string // guarded by mu; user columns of samples, sorted
@@ -177,11 +183,17 @@ var _ store.Store = (*Store)(nil)
 // (Config.MaxInFlight). Sessions name no keyspace (every statement names its dataset's),
 // so any dataset of the cluster can be read through one.
 type Cluster struct {
-	cfg     Config
-	session *gocql.Session
-	policy  gocql.HostSelectionPolicy
-	sem     chan struct{}
+	cfg       Config
+	session   *gocql.Session
+	policy    gocql.HostSelectionPolicy
+	sem       chan struct{}
+	prefetchs *inflight.Bound
 }
+
+// PrefetchShare is the share of Config.MaxInFlight that the prefetches of every mount
+// reading through one session may hold together (PrefetchBound); the rest is kept for
+// demand reads, which then never wait behind prefetches. With cassfs mount's 1,280, 1,024.
+func PrefetchShare(maxInFlight int) int { return max(maxInFlight-maxInFlight/5, 1) }
 
 // Connect opens a session with the cluster cfg names; cfg.Dataset and cfg.Create are not
 // used (see Cluster.Open).
@@ -194,7 +206,7 @@ func Connect(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{cfg: cfg, session: s, policy: policy, sem: make(chan struct{}, cfg.MaxInFlight)}, nil
+	return &Cluster{cfg: cfg, session: s, policy: policy, sem: make(chan struct{}, cfg.MaxInFlight), prefetchs: inflight.New(PrefetchShare(cfg.MaxInFlight))}, nil
 }
 
 // Open opens dataset through the cluster's session; a missing dataset wraps
@@ -265,7 +277,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // open opens cfg.Dataset through cl's session.
 func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 	s, policy := cl.session, cl.policy
-	c := &Store{cfg: cfg, session: s, sem: cl.sem}
+	c := &Store{cfg: cfg, session: s, sem: cl.sem, prefetchs: cl.prefetchs}
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
 	var ksErr, colErr, nodeErr, attErr error
@@ -358,6 +370,10 @@ func (c *Store) countNodes(ctx context.Context) (int, error) {
 // (store/hedge) only helps with more than one: on a single node the second attempt goes
 // where the first is waiting.
 func (c *Store) Nodes() int { return c.nodes }
+
+// PrefetchBound is the bound on prefetches in flight that every store of this store's
+// session shares (see PrefetchShare and package inflight).
+func (c *Store) PrefetchBound() *inflight.Bound { return c.prefetchs }
 
 // Close implements store.Store. The session is closed if the store has its own (Open), not
 // if it shares a Cluster's.

@@ -25,7 +25,7 @@ import (
 // with less in flight, and from then on the limit grows by one a round only while that
 // keeps paying. A failed page, or one slower than half the request deadline (a
 // queue is building at the node: a small node drops reads queued longer than its own read
-// timeout, which is what made 64 ranges at once fail on one node at ImageNet scale),
+// timeout: at ImageNet scale, 64 ranges at once on one node fail that way),
 // halves the limit, at most once a round. Over a long link each page is one round trip
 // whatever the load, so the limit doubles up to its maximum within a few round trips.
 //

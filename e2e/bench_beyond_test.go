@@ -1,0 +1,245 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// BenchmarkBeyondCache: later epochs of a dataset the page cache holds but --cache-size
+// does not, with default flags (pushing into the page cache) against --push=false and
+// local disk with a warm page cache, in one run; once as the daemon runs by itself and
+// once in a memory cgroup of --cache-size + 300 MiB, as Kubernetes and systemd run it (v1
+// or v2, whichever the machine has). 6,000 generated images (~660 MB), --cache-size
+// 128 MiB, the Go reader (16 goroutines, file_list order); a fresh mount per mode reads
+// epoch 0 cold and epochs 1–2 warm. Reported per row: images/s of each warm epoch and its
+// ratio to local disk, the daemon's CPU per image, the database fetches per image (from
+// the mount's metrics), the requests that reached the daemon per image, and in the cgroup
+// its peak usage and OOM kills. A last epoch is
+// read to check every file: the files of an epoch are every sample once, byte for byte.
+// A third row reads a dataset that fits in --cache-size (the default 1 GiB) the same way.
+func BenchmarkBeyondCache(b *testing.B) {
+	const count, readers, batch = 6000, 16, 64
+	const cacheSize = 128 << 20
+	ds, root := benchDataset(b, "beyond", count, 53)
+	want := treeSums(b, root)
+	for range b.N {
+		for _, row := range []struct {
+			tag    string
+			cgroup bool
+			args   []string
+		}{
+			{"push-", false, []string{"--cache-size", strconv.Itoa(cacheSize)}},
+			{"nopush-", false, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}},
+			{"cgroup-push-", true, []string{"--cache-size", strconv.Itoa(cacheSize)}},
+			{"cgroup-nopush-", true, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}},
+			{"fits-push-", false, nil},
+		} {
+			var cg *memCgroup
+			if row.cgroup {
+				cg = newMemCgroup(b, cacheSize+300<<20)
+			}
+			dropPageCache(b)
+			dir := b.TempDir()
+			args := append(row.args, "--metrics-addr", "127.0.0.1:0")
+			var m *mounted
+			if cg != nil {
+				m = startMountIn(b, cg, dir, ds, args...)
+			} else {
+				m = startMountAt(b, dir, ds, args...)
+			}
+			url := metricsURL(b, m)
+			epochPaths := func(e int) []string {
+				epoch := filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", e))
+				names, _ := fileList(b, epoch)
+				paths := make([]string, len(names))
+				for k, n := range names {
+					paths[k] = filepath.Join(epoch, n)
+				}
+				return paths
+			}
+			fetches := func() float64 { v, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count"); return v }
+			t0, _, _ := batchTimes(b, epochPaths(0), readers, batch)
+			b.ReportMetric(count/t0.Seconds(), row.tag+"epoch0-images/s")
+			lines, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-1"))
+			local, _ := localCopy(b, root, lines)
+			batchTimes(b, local, readers, batch) // local disk's page cache warm
+			tl, _, _ := batchTimes(b, local, readers, batch)
+			localRate := count / tl.Seconds()
+			b.ReportMetric(localRate, row.tag+"local-disk-images/s")
+			requests := func() float64 { return sumMetric(scrape(b, url), "cassfs_fuse_requests_total") }
+			for e := 1; e <= 2; e++ {
+				cpu0, f0, r0 := daemonCPU(b, m), fetches(), requests()
+				te, _, _ := batchTimes(b, epochPaths(e), readers, batch)
+				cpu, f := daemonCPU(b, m)-cpu0, fetches()-f0
+				b.ReportMetric((requests()-r0)/count, fmt.Sprintf("%sepoch%d-requests/image", row.tag, e))
+				b.ReportMetric(count/te.Seconds(), fmt.Sprintf("%sepoch%d-images/s", row.tag, e))
+				b.ReportMetric(count/te.Seconds()/localRate, fmt.Sprintf("%sepoch%d/local-disk", row.tag, e))
+				b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("%sepoch%d-daemon-cpu-us/image", row.tag, e))
+				b.ReportMetric(f/count, fmt.Sprintf("%sepoch%d-fetches/image", row.tag, e))
+			}
+			if got := epochSums(b, epochPaths(3)); !sameSums(got, want) {
+				b.Errorf("%sepoch 3: the files read are not every sample once, byte for byte", row.tag)
+			}
+			errs, _ := metricValue(scrape(b, url), `cassfs_fetch_errors_total\{kind="other"\}`)
+			if errs > 0 {
+				b.Errorf("%s: %v fetch errors", row.tag, errs)
+			}
+			m.stop(b)
+			if cg != nil {
+				peak, kills := cg.peak(b), cg.oomKills(b)
+				b.ReportMetric(float64(peak)/(1<<20), row.tag+"cgroup-peak-MiB")
+				b.ReportMetric(float64(kills), row.tag+"cgroup-oom-kills")
+				if kills > 0 {
+					b.Errorf("%s: the daemon was OOM-killed in its cgroup (%d)", row.tag, kills)
+				}
+			}
+		}
+	}
+}
+
+// treeSums is the SHA-256 of every file under root, counted.
+func treeSums(b *testing.B, root string) map[[32]byte]int {
+	b.Helper()
+	var paths []string
+	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && !strings.HasSuffix(p, ".txt") {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	return epochSums(b, paths)
+}
+
+// epochSums is the SHA-256 of every file of paths, counted.
+func epochSums(b *testing.B, paths []string) map[[32]byte]int {
+	b.Helper()
+	sums := map[[32]byte]int{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sums[sha256.Sum256(data)]++
+	}
+	return sums
+}
+
+func sameSums(a, b map[[32]byte]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// memCgroup is a memory cgroup made for a benchmark, under this process's own, with a
+// limit: v1 (memory.limit_in_bytes) or v2 (memory.max), whichever the machine has.
+type memCgroup struct {
+	dir string
+	v2  bool
+}
+
+// cgroups counts the cgroups newMemCgroup made, to name each anew.
+var cgroups int
+
+// newMemCgroup makes a memory cgroup of limit bytes; it is removed when the benchmark ends.
+func newMemCgroup(b *testing.B, limit int64) *memCgroup {
+	b.Helper()
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cg *memCgroup
+	for _, line := range strings.Split(string(self), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if strings.Contains(","+parts[1]+",", ",memory,") {
+			cg = &memCgroup{dir: filepath.Join("/sys/fs/cgroup/memory", parts[2])}
+			break
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			cg = &memCgroup{dir: filepath.Join("/sys/fs/cgroup", parts[2]), v2: true}
+		}
+	}
+	if cg == nil {
+		b.Skip("no memory cgroup to make a limited one under")
+	}
+	cgroups++
+	cg.dir = filepath.Join(cg.dir, fmt.Sprintf("cassfs-bench-%d-%d", os.Getpid(), cgroups))
+	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		b.Fatalf("make a memory cgroup (needs root): %v", err)
+	}
+	b.Cleanup(func() { os.Remove(cg.dir) })
+	file := "memory.limit_in_bytes"
+	if cg.v2 {
+		file = "memory.max"
+	}
+	if err := os.WriteFile(filepath.Join(cg.dir, file), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		b.Fatalf("limit the memory cgroup %s: %v (with cgroup v2, the memory controller must be enabled for its parent)", cg.dir, err)
+	}
+	return cg
+}
+
+// peak is the most memory the cgroup was charged.
+func (c *memCgroup) peak(b *testing.B) int64 {
+	file := "memory.max_usage_in_bytes"
+	if c.v2 {
+		file = "memory.peak"
+	}
+	data, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		b.Fatalf("%s: %v", file, err)
+	}
+	return n
+}
+
+// oomKills is how many processes of the cgroup the kernel killed for memory.
+func (c *memCgroup) oomKills(b *testing.B) int64 {
+	file := "memory.oom_control"
+	if c.v2 {
+		file = "memory.events"
+	}
+	data, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatalf("%s: %v", file, err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// startMountIn starts cassfs mount as startMountAt does, in cgroup cg from its first
+// instruction (a shell joins the cgroup and execs it).
+func startMountIn(b *testing.B, cg *memCgroup, dir, dataset string, args ...string) *mounted {
+	b.Helper()
+	return startMountWith(b, dir, dataset, func(cmd *exec.Cmd) {
+		script := `echo $$ > "$0" && exec "$@"`
+		cmd.Args = append([]string{"sh", "-c", script, filepath.Join(cg.dir, "cgroup.procs")}, cmd.Args...)
+		cmd.Path = "/bin/sh"
+	}, args...)
+}

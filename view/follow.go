@@ -1,0 +1,232 @@
+package view
+
+import "github.com/cassfs/cassfs/internal/bitset"
+
+// Follower follows readers along an epoch's order: it decides which names of the epoch views readers walk are looked up ahead of
+// them, by a helper process of package fs, so that the kernel knows the names (and the
+// daemon can push their bytes) before the readers open them. It decides and remembers;
+// package fs does the looking up, the listing and the pushing, and tells it what the
+// readers did. The rules:
+//
+//   - A view is followed from the readers' own lookups (ReaderAt): their furthest
+//     position is the head. Nothing is looked up ahead until readers have looked up
+//     2·Every names of the view themselves (a reader of a few files is never followed by
+//     a burst of lookups), and never again in a view where a reader looks up a name more
+//     than Distance behind the head (readers that shuffle for themselves: looking ahead
+//     along the order would only cost).
+//   - Names are looked up at most Distance ahead of the head, in order, and only over
+//     samples held (the caller's predicate: fetched, or at hand in the page cache or a
+//     local file): under arrival binding a name looked up ahead is bound to a sample
+//     that has arrived. The first name not held stops the view until it is (Next reports
+//     waiting).
+//   - One name in Every (by its position in the whole epoch) is left to the readers: a
+//     probe. Their lookups of probes are how the readers' progress is known; the names
+//     looked up for them since the last one are reported as read then (ReaderAt's
+//     covered).
+//   - Where every sample of a class is held, its directory is listed instead (one
+//     request for many names); a listing declined for a sample not held is tried again
+//     max(Distance/2, Every) names further on. While a listing is pending, names more
+//     than Every ahead of the head wait for it; of its entries, probes, names within
+//     Every of the head and names sent by themselves go out without a lookup
+//     (ListEntry).
+//
+// A Follower is not safe for concurrent use: its caller holds one lock around it.
+type Follower struct {
+	opts  FollowOptions
+	views map[Key]*followed
+}
+
+// FollowOptions tune a Follower.
+type FollowOptions struct {
+	// Distance is how many names ahead of the readers are looked up (default 512).
+	Distance int
+	// Every leaves one name in Every to the readers (default 32).
+	Every int
+}
+
+// followed is one epoch view a Follower follows.
+type followed struct {
+	e        *Epoch
+	dir      string     // the caller's path of the epoch directory
+	head     int        // furthest index of the order a reader looked up
+	reported int        // readers' accesses reported up to this index
+	next     int        // next index to look up ahead
+	sent     bitset.Set // indices looked up ahead, by name or by a listing
+	listed   []uint8    // per label: listUntried, listPending, listDone or listDeclined
+	retry    []int      // per label: the index from which a declined listing is tried again
+	lookups  int        // readers' own lookups in the view
+	random   bool       // a reader looked up a name far behind the others: no looking ahead
+}
+
+// A class directory's listing.
+const (
+	listUntried  = iota
+	listPending  // asked for, not answered yet
+	listDone     // answered
+	listDeclined // some sample of the class was not held (tried again further on: followed.retry)
+)
+
+// followedViews is how many views a Follower keeps: readers are in one or two at a time,
+// and views they left behind are forgotten wholesale beyond it.
+const followedViews = 8
+
+// NewFollower returns a Follower following nothing yet.
+func NewFollower(o FollowOptions) *Follower {
+	if o.Distance <= 0 {
+		o.Distance = 512
+	}
+	if o.Every <= 1 {
+		o.Every = 32
+	}
+	return &Follower{opts: o, views: map[Key]*followed{}}
+}
+
+// Options are the Follower's options, defaults applied.
+func (f *Follower) Options() FollowOptions { return f.opts }
+
+// Follows reports whether view e is followed already (ReaderAt needs no dir then).
+func (f *Follower) Follows(e *Epoch) bool {
+	a := f.views[e.Key]
+	return a != nil && a.e == e
+}
+
+// IsProbe reports whether index k of view e is left to the readers.
+func (f *Follower) IsProbe(e *Epoch, k uint32) bool {
+	return (int(k)+int(e.Start))%f.opts.Every == 0
+}
+
+// ReaderAt records a reader's own lookup of index k of view e, whose directory is dir
+// (used when the view is new). It returns how many names looked up ahead before k the
+// readers read since their last such lookup: accesses to report to the prefetcher.
+func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
+	a := f.views[e.Key]
+	if a == nil || a.e != e {
+		if len(f.views) >= followedViews {
+			clear(f.views)
+		}
+		n := len(e.set.classNames)
+		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
+		f.views[e.Key] = a
+	}
+	if int(k) > a.reported {
+		for j := a.reported + 1; j < int(k); j++ {
+			if a.sent.Has(uint32(j)) {
+				covered++
+			}
+		}
+		a.reported = int(k)
+	}
+	a.lookups++
+	if int(k)+f.opts.Distance < a.head {
+		a.random = true
+	}
+	a.head = max(a.head, int(k))
+	return covered
+}
+
+// Next finds what may be looked up ahead now in every view followed: lookup is called for
+// each name (index k of view e, in directory dir), list for each class directory to list.
+// waiting reports that some name the readers want next waits for its sample, or for a
+// pending listing: the caller asks again shortly.
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int)) (waiting bool) {
+	for _, a := range f.views {
+		if a.random || a.lookups < 2*f.opts.Every {
+			continue // not (yet) readers walking the epoch in order
+		}
+		n := len(a.e.Order)
+		a.next = max(a.next, a.head+1)
+		for a.next < min(a.head+1+f.opts.Distance, n) {
+			k := a.next
+			if f.IsProbe(a.e, uint32(k)) || a.sent.Has(uint32(k)) {
+				a.next++ // a probe, or looked up by its directory's listing
+				continue
+			}
+			i := a.e.Order[k]
+			label := a.e.set.ix.Label(i)
+			if a.listed[label] == listUntried || (a.listed[label] == listDeclined && k >= a.retry[label]) {
+				// Declined while some sample of the class is not at hand (not fetched yet,
+				// or its pages paged out since an earlier epoch): tried again further on,
+				// once the prefetcher may have brought it, not given up for the epoch.
+				a.listed[label] = listDeclined
+				a.retry[label] = k + max(f.opts.Distance/2, f.opts.Every)
+				if held != nil && allHeld(a.e, label, held) {
+					a.listed[label] = listPending
+					list(a.e, a.dir, label)
+				}
+			}
+			if a.listed[label] == listPending && k > a.head+f.opts.Every {
+				waiting = true
+				break // its listing looks it up, or leaves it to be sent after
+			}
+			if held != nil && !held(i) {
+				waiting = true
+				break // not arrived yet: tried again shortly
+			}
+			a.sent.Put(uint32(k), true)
+			lookup(a.e, a.dir, uint32(k))
+			a.next++
+		}
+	}
+	return waiting
+}
+
+// allHeld reports whether every sample of label in view e is held.
+func allHeld(e *Epoch, label int, held func(uint32) bool) bool {
+	for _, k := range e.ByClass[label] {
+		if !held(e.Order[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Listing reports whether a listing of class label's directory of view e is pending.
+func (f *Follower) Listing(e *Epoch, label int) bool {
+	a := f.views[e.Key]
+	return a != nil && a.e == e && a.listed[label] == listPending
+}
+
+// ListEntry reports whether a pending listing of view e looks up its entry at index k
+// (and counts it as looked up ahead): not a probe, not a name within Every of the readers
+// (one may be looking it up right now, and the kernel makes a LOOKUP and a listing's entry
+// of the same name wait for each other only after both are answered), not a name sent by
+// itself.
+func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
+	a := f.views[e.Key]
+	if a == nil || a.e != e || f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every {
+		return false
+	}
+	return a.sent.Add(k)
+}
+
+// Listed records that the listing of class label's directory of view key was answered.
+func (f *Follower) Listed(key Key, label int) {
+	if a := f.views[key]; a != nil && a.listed[label] == listPending {
+		a.listed[label] = listDone
+	}
+}
+
+// Epoch is the view key names, if it is followed.
+func (f *Follower) Epoch(key Key) (*Epoch, bool) {
+	a := f.views[key]
+	if a == nil {
+		return nil, false
+	}
+	return a.e, true
+}
+
+// Ahead calls fn for every name looked up ahead of the readers in views they walk in
+// order (index k of view e, in directory dir), up to Distance ahead: the files they read
+// next.
+func (f *Follower) Ahead(fn func(e *Epoch, dir string, k uint32)) {
+	for _, a := range f.views {
+		if a.random {
+			continue
+		}
+		for k := a.head + 1; k < min(a.head+1+f.opts.Distance, len(a.e.Order)); k++ {
+			if a.sent.Has(uint32(k)) {
+				fn(a.e, a.dir, uint32(k))
+			}
+		}
+	}
+}

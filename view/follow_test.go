@@ -1,0 +1,150 @@
+package view
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cassfs/cassfs/splits"
+)
+
+// followFixture is epoch 0 of a split of n samples over three classes and a Follower with
+// Distance 40 and Every 8; next runs Next and returns the indices looked up and the labels
+// listed.
+type followFixture struct {
+	e *Epoch
+	f *Follower
+}
+
+func newFollowFixture(t *testing.T, n int) *followFixture {
+	t.Helper()
+	ix := testIndex(t, n, []string{"a", "b", "c"})
+	set := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Seed: 5})
+	key, ok := set.EpochKey("all", "epoch-0")
+	if !ok {
+		t.Fatal("no epoch-0")
+	}
+	return &followFixture{e: set.Epoch(key), f: NewFollower(FollowOptions{Distance: 40, Every: 8})}
+}
+
+func (x *followFixture) next(held func(uint32) bool) (looked []int, listed []int, waiting bool) {
+	waiting = x.f.Next(held, func(e *Epoch, dir string, k uint32) {
+		if e != x.e || dir != "all/epoch-0" {
+			panic("lookup of another view")
+		}
+		looked = append(looked, int(k))
+	}, func(e *Epoch, dir string, label int) { listed = append(listed, label) })
+	return looked, listed, waiting
+}
+
+// readers looks up indices from..to-1 as the readers would (probes included).
+func (x *followFixture) readers(from, to int) (covered int) {
+	for k := from; k < to; k++ {
+		covered += x.f.ReaderAt(x.e, "all/epoch-0", uint32(k))
+	}
+	return covered
+}
+
+// TestFollowerLooksAheadOfReadersInOrder: nothing before the readers looked up 2·Every
+// names themselves; then every name up to Distance ahead but the probes (one position in
+// Every), each once; the names read since are reported with the readers' next lookup.
+func TestFollowerLooksAheadOfReadersInOrder(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	none := func(uint32) bool { return false }
+	x.readers(0, 15)
+	if looked, listed, _ := x.next(nil); len(looked)+len(listed) != 0 {
+		t.Fatalf("after 15 of the readers' own lookups: looked up %v, listed %v; want nothing before 16", looked, listed)
+	}
+	x.readers(15, 16)
+	// Classes cannot be listed (nothing held for the listing's check) but names are looked
+	// up: held nil means every sample is at hand.
+	looked, _, _ := x.next(nil)
+	var want []int
+	for k := 16; k < 16+40; k++ {
+		if k%8 != 0 {
+			want = append(want, k)
+		}
+	}
+	if !slices.Equal(looked, want) {
+		t.Errorf("looked up %v, want %v (up to 40 ahead of 15, no probes)", looked, want)
+	}
+	if again, _, _ := x.next(nil); len(again) != 0 {
+		t.Errorf("asked again: %v looked up twice", again)
+	}
+	x2 := newFollowFixture(t, 300)
+	x2.readers(0, 16)
+	x2.next(nil)
+	if covered := x2.f.ReaderAt(x2.e, "", 24); covered != 8-1 {
+		t.Errorf("readers at the probe 24 after 15: %d names reported as read, want 7 (16..23 less the probe 16)", covered)
+	}
+	if looked, _, waiting := x2.next(none); len(looked) != 0 || !waiting {
+		t.Errorf("no sample held: looked up %v, waiting %v; want nothing, waiting", looked, waiting)
+	}
+}
+
+// TestFollowerStopsForReadersThatShuffle: a reader's lookup more than Distance behind the
+// furthest stops looking ahead in the view for good.
+func TestFollowerStopsForReadersThatShuffle(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	x.readers(100, 116)
+	if looked, _, _ := x.next(nil); len(looked) == 0 {
+		t.Fatal("readers in order: nothing looked up ahead")
+	}
+	ahead := 0
+	x.f.Ahead(func(*Epoch, string, uint32) { ahead++ })
+	if ahead == 0 {
+		t.Fatal("readers in order: Ahead yields no name looked up ahead")
+	}
+	x.f.ReaderAt(x.e, "", 10)
+	x.f.ReaderAt(x.e, "", 200)
+	if looked, listed, waiting := x.next(nil); len(looked)+len(listed) != 0 || waiting {
+		t.Errorf("after a lookup 105 behind the furthest: looked up %v, listed %v, waiting %v; want nothing", looked, listed, waiting)
+	}
+	x.f.Ahead(func(*Epoch, string, uint32) { t.Error("Ahead yields a name in a view whose readers shuffle") })
+}
+
+// TestFollowerListsClassesWhereAllHeld: a class whose samples are all held is listed once,
+// and names more than Every ahead wait for its listing; a listing's entries are looked up
+// by it but for probes, names within Every of the readers and names sent by themselves;
+// a class declined for a sample not held is listed once it is, further on.
+func TestFollowerListsClassesWhereAllHeld(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	withheld := x.e.Order[x.e.ByClass[2][len(x.e.ByClass[2])-1]] // class c's last sample
+	held := func(i uint32) bool { return i != withheld }
+	x.readers(0, 16)
+	looked, listed, waiting := x.next(held)
+	slices.Sort(listed)
+	if !slices.Equal(listed, []int{0, 1}) || !waiting {
+		t.Fatalf("listed %v (waiting %v), want classes a and b listed, c declined, and names waiting for the listings", listed, waiting)
+	}
+	for _, k := range looked {
+		if k > 15+8 {
+			t.Errorf("index %d looked up by name while its class's listing is pending (readers at 15)", k)
+		}
+	}
+	if !x.f.Listing(x.e, 0) || x.f.Listing(x.e, 2) {
+		t.Errorf("listing pending: a %v, c %v; want a only", x.f.Listing(x.e, 0), x.f.Listing(x.e, 2))
+	}
+	far := uint32(15 + 8 + 1)
+	for x.f.IsProbe(x.e, far) || slices.Contains(looked, int(far)) {
+		far++
+	}
+	if x.f.ListEntry(x.e, 24) || x.f.ListEntry(x.e, 15) || x.f.ListEntry(x.e, 18) || !x.f.ListEntry(x.e, far) || x.f.ListEntry(x.e, far) {
+		t.Errorf("ListEntry: want false for a probe (24), the readers' own name (15) and one sent by itself (18), true once for %d", far)
+	}
+	x.f.Listed(x.e.Key, 0)
+	x.f.Listed(x.e.Key, 1)
+	if x.f.Listing(x.e, 0) {
+		t.Error("a listing answered: still pending")
+	}
+	// Class c's sample comes: its listing is tried again 20 names on (Distance/2).
+	withheld = ^uint32(0)
+	var listedC bool
+	for k := 16; k < 300 && !listedC; k += 8 {
+		x.readers(k, k+8)
+		_, listed, _ := x.next(held)
+		listedC = slices.Contains(listed, 2)
+	}
+	if !listedC {
+		t.Error("class c, declined for a sample not held, never listed once it was")
+	}
+}
