@@ -54,6 +54,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -tags e2e -run '^$$' -bench CacheDir -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/cachedir.txt
 	$(GO) test -tags e2e -run '^$$' -bench BeyondCache -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/beyond-cache.txt
 	$(GO) test -tags e2e -run '^$$' -bench OneMountPerNode -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/one-mount-per-node.txt
+	$(GO) test -tags e2e -run '^$$' -bench AttachedColdEpoch -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/attached-cold-epoch.txt
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt
 	$(GO) test -run '^$$' -bench CachedEpochSources -benchtime 1x -count 3 -timeout 30m ./mount/ ./fs/ | tee bench/cached-epoch-sources.txt
 	$(GO) test -run '^$$' -bench Create -benchtime 1x -count 1 -benchmem -timeout 30m ./splits/ | tee bench/split-create.txt

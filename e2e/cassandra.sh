@@ -25,6 +25,8 @@
 #                       cassandra/cassandra). A CA, the nodes' certificate and a client
 #                       certificate are made in $CASSFS_CASSANDRA_DIR/tls on first start:
 #                       ca.pem, client.pem, client.key for clients.
+#   CASSFS_CASSANDRA_AUTHZ=1  with SECURE: roles get only the permissions granted them
+#                       (CassandraAuthorizer; default AllowAllAuthorizer: any login may do anything)
 set -euo pipefail
 
 VERSION=${CASSANDRA_VERSION:-5.0.8}
@@ -100,6 +102,8 @@ EOF
 }
 
 SECURE=${CASSFS_CASSANDRA_SECURE:-}
+AUTHORIZER=AllowAllAuthorizer
+[ -z "${CASSFS_CASSANDRA_AUTHZ:-}" ] || AUTHORIZER=CassandraAuthorizer
 TLS=$RUN/tls
 STOREPASS=cassfs-test
 
@@ -134,7 +138,7 @@ security_config() {
   fi
   cat <<EOF
 authenticator: PasswordAuthenticator
-authorizer: AllowAllAuthorizer
+authorizer: $AUTHORIZER
 client_encryption_options:
   enabled: true
   optional: false

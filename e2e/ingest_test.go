@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
@@ -23,6 +24,18 @@ import (
 func TestStoreConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return openStore(t, newDataset(t, "conf"), true)
+	})
+}
+
+func TestAttacherConformance(t *testing.T) {
+	storetest.RunAttacher(t, func(t *testing.T) store.Attacher {
+		st, err := cassandra.Open(context.Background(), cassandra.Config{
+			Hosts: hosts, Dataset: newDataset(t, "confatt"), Create: true, Attach: true, Timeout: 20 * time.Second,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
 	})
 }
 

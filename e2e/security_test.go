@@ -27,13 +27,15 @@ type secureNode struct {
 	host, tls string // address; directory of ca.pem, client.pem, client.key
 }
 
-func startSecureNode(t *testing.T) *secureNode {
+func startSecureNode(t *testing.T, env ...string) *secureNode {
 	t.Helper()
-	if os.Getenv("CASSFS_TEST_HOSTS") != "" {
-		t.Skip("starts a local node configured for TLS and passwords; not run against an external cluster")
+	// CASSFS_TEST_LOCAL_NODES=1: the external cluster is on this machine, which may start
+	// nodes of its own beside it.
+	if os.Getenv("CASSFS_TEST_HOSTS") != "" && os.Getenv("CASSFS_TEST_LOCAL_NODES") == "" {
+		t.Skip("starts a local node configured for TLS and passwords; not run against an external cluster (unless CASSFS_TEST_LOCAL_NODES=1)")
 	}
 	dir := t.TempDir()
-	env := append(os.Environ(), "CASSFS_CASSANDRA_DIR="+dir, "CASSFS_CASSANDRA_IP_BASE=20", "CASSFS_CASSANDRA_SECURE=1", "CASSANDRA_HEAP=1G")
+	env = append(append(os.Environ(), env...), "CASSFS_CASSANDRA_DIR="+dir, "CASSFS_CASSANDRA_IP_BASE=20", "CASSFS_CASSANDRA_SECURE=1", "CASSANDRA_HEAP=1G")
 	run := func(args ...string) {
 		cmd := exec.Command("./cassandra.sh", args...)
 		cmd.Env = env

@@ -120,7 +120,7 @@ func ValidDatasetName(name string) error {
 
 // BuiltinColumns are the metadata rows' own columns; user metadata may not use them.
 var BuiltinColumns = []string{"id", "label", "name", "size", "checksum", "crc32c", "path", "data",
-	"target_ext", "target_size", "target_checksum", "target_crc32c"}
+	"target_ext", "target_size", "target_checksum", "target_crc32c", "attach_source", "attach_version"}
 
 // ValidColumnName reports why name cannot be a user metadata column, or nil.
 func ValidColumnName(name string) error {

@@ -17,7 +17,7 @@ const module = "github.com/cassfs/cassfs/"
 // table; a new package, or a new import between two, is a decision made here, with its row
 // in the README.
 var imports = map[string][]string{
-	"cmd/cassfs":        {"csi", "serve", "mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "synth", "readbench", "store/cassandra", "index", "store"},
+	"cmd/cassfs":        {"csi", "serve", "mount", "fs", "view", "disktier", "prefetch", "splits", "ingest", "attach", "synth", "readbench", "store/cassandra", "index", "store"},
 	"csi":               {"mount", "handover"},
 	"serve":             {"mount", "handover", "store/cassandra", "store"},
 	"handover":          {},
@@ -29,6 +29,7 @@ var imports = map[string][]string{
 	"evict":             {},
 	"splits":            {"index", "store"},
 	"ingest":            {"index", "store"},
+	"attach":            {"splits", "index", "store"},
 	"synth":             {},
 	"readbench":         {},
 	"store/cassandra":   {"store", "internal/inflight"},

@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cassfs/cassfs/index"
@@ -23,16 +21,18 @@ func newDatasetCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dataset",
 		Short: "List, show, snapshot and delete the datasets of a cluster",
-		Long: `A dataset is a keyspace made by cassfs ingest: blobs, metadata, class names and splits.
+		Long: `A dataset is a keyspace made by cassfs ingest (blobs, metadata, class names and splits),
+or by cassfs dataset attach (the same without blobs, read from the attached tables).
 
   cassfs dataset list     every dataset of the cluster: samples, bytes, classes, splits, created
   cassfs dataset show     one dataset: classes with counts, metadata columns and their fill, splits
   cassfs dataset snapshot store the index snapshot mounts start from (ingest stores one)
-  cassfs dataset delete   remove a dataset and everything in it`,
-		Args: subcommandsOnly("dataset", "list, show, snapshot or delete"),
+  cassfs dataset delete   remove a dataset and everything in it
+  cassfs dataset attach   make a dataset of tables another tool wrote, without copying a blob`,
+		Args: subcommandsOnly("dataset", "list, show, snapshot, delete or attach"),
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
-	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetSnapshotCmd(), newDatasetDeleteCmd())
+	c.AddCommand(newDatasetListCmd(), newDatasetShowCmd(), newDatasetSnapshotCmd(), newDatasetDeleteCmd(), newDatasetAttachCmd())
 	return c
 }
 
@@ -56,7 +56,7 @@ and the exit status is 1: a figure is printed only if it was read.`,
 			if err != nil {
 				return err
 			}
-			return listDatasets(c.Context(), names, func(ctx context.Context, name string) (store.Store, error) {
+			return index.List(c.Context(), names, func(ctx context.Context, name string) (store.Store, error) {
 				db.dataset = name
 				return db.openStore(ctx, storeOpts{})
 			}, c.OutOrStdout(), c.ErrOrStderr())
@@ -65,53 +65,6 @@ and the exit status is 1: a figure is printed only if it was read.`,
 	db.register(c)
 	c.Flags().Lookup("dataset").Usage = "not used: every dataset is listed"
 	return c
-}
-
-// listDatasets prints a line for each dataset of names, each read from the store open
-// gives. A dataset that cannot be read is named on errOut with the reason, the others are
-// still listed, and the error says how many failed: a count is printed only if it was read.
-func listDatasets(ctx context.Context, names []string, open func(context.Context, string) (store.Store, error), out, errOut io.Writer) error {
-	if len(names) == 0 {
-		fmt.Fprintln(out, "the cluster holds no dataset (cassfs ingest makes one)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSAMPLES\tBYTES\tCLASSES\tSPLITS\tCREATED")
-	var failed []string
-	for _, n := range names {
-		row, err := datasetRow(ctx, n, open)
-		if err != nil {
-			failed = append(failed, n)
-			fmt.Fprintf(errOut, "cassfs: dataset %s could not be read: %v\n", n, err)
-			continue
-		}
-		fmt.Fprintln(tw, row)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d datasets could not be read (%s; see above): run the command again, or look at the database's health", len(failed), len(names), strings.Join(failed, ", "))
-	}
-	return nil
-}
-
-// datasetRow is a dataset's line of dataset list.
-func datasetRow(ctx context.Context, name string, open func(context.Context, string) (store.Store, error)) (string, error) {
-	st, err := open(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	defer st.Close()
-	c, err := index.Describe(ctx, st)
-	if err != nil {
-		return "", err
-	}
-	sp := strings.Join(c.Splits, ",")
-	if sp == "" {
-		sp = "-"
-	}
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", st.Dataset(), humanize.Comma(int64(c.Samples)), humanize.IBytes(uint64(c.Bytes)), c.Classes, sp, index.CreatedText(c.Created)), nil
 }
 
 func newDatasetShowCmd() *cobra.Command {
@@ -166,6 +119,8 @@ func newDatasetDeleteCmd() *cobra.Command {
 		Use:   "delete NAME",
 		Short: "Delete a dataset and everything in it (blobs, metadata, classes, splits)",
 		Long: `delete removes the dataset's keyspace: every blob, metadata row, class name and split.
+For a dataset made by attach it removes cassfs's catalogue only: the attached tables
+stay as they are.
 On a terminal it asks for the dataset's name as confirmation; elsewhere --yes is required.
 
 Mounts of the dataset that are still running keep listing it (their index is in memory),
@@ -174,8 +129,16 @@ cause (the dataset's tables are gone); unmount them. A new mount of a deleted da
 refuses to start, saying the dataset does not exist. Cache directories (mount --cache-dir)
 keep their files until cassfs cache clear. NAME may also be given as --dataset NAME.`,
 		Args: objectArg("dataset delete", "dataset NAME", "dataset"),
-		RunE: withStore(&db, func(c *cobra.Command, args []string, st store.Store) error {
-			dropper, ok := st.(interface{ Drop(context.Context) error })
+		RunE: func(c *cobra.Command, args []string) error {
+			st, err := db.openStore(c.Context(), storeOpts{})
+			if errors.Is(err, cassandra.ErrIncomplete) { // an unfinished attach: open it as attach does
+				st, err = db.openStore(c.Context(), storeOpts{create: true, attach: true, replication: 1})
+			}
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			dropper, ok := st.(*cassandra.Store)
 			if !ok {
 				return errors.New("this store cannot delete datasets")
 			}
@@ -190,12 +153,13 @@ keep their files until cassfs cache clear. NAME may also be given as --dataset N
 					return errors.New("not confirmed: nothing deleted")
 				}
 			}
-			if err := dropper.Drop(c.Context()); err != nil {
+			what, err := dropper.Delete(c.Context())
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted\n", st.Dataset())
+			fmt.Fprintf(c.OutOrStdout(), "dataset %s deleted%s\n", st.Dataset(), what)
 			return nil
-		}),
+		},
 	}
 	db.register(c)
 	c.Flags().BoolVar(&yes, "yes", false, "delete without asking")

@@ -212,6 +212,7 @@ func (f *dbFlags) openStores(ctx context.Context, log *slog.Logger) (stores []st
 // storeOpts are what a command needs of its store beyond the database flags.
 type storeOpts struct {
 	create      bool         // make a missing dataset (ingest)
+	attach      bool         // with create: the catalogue of an attached dataset (dataset attach)
 	replication int          // replication factor of a created dataset
 	log         *slog.Logger // where the driver's own messages go (nil: slog's default logger)
 }
@@ -224,7 +225,7 @@ func (f *dbFlags) openStore(ctx context.Context, o storeOpts) (store.Store, erro
 	if err != nil {
 		return nil, err
 	}
-	cfg.Create, cfg.ReplicationFactor, cfg.Logger = o.create, o.replication, o.log
+	cfg.Create, cfg.Attach, cfg.ReplicationFactor, cfg.Logger = o.create, o.attach, o.replication, o.log
 	st, err := cassandra.Open(ctx, cfg)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("%w; check --dataset, or ingest it first", err)

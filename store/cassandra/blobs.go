@@ -62,13 +62,23 @@ func putWrites(s store.Sample, data, target []byte, known []string) ([]write, er
 		args = append(args, t.Ext, t.Size, t.Checksum[:], int32(t.CRC32C))
 		blobs = append(blobs, write{"target", `INSERT INTO DS.blobs (id, label, data) VALUES (?, ?, ?)`, []any{gocql.UUID(store.TargetID(s.ID)), s.Label, target}})
 	}
+	meta, err := metadataWrite(s, cols, args, known)
+	if err != nil {
+		return nil, err
+	}
+	return append(blobs, meta), nil
+}
+
+// metadataWrite is the statement that writes a sample's metadata row: cols and args, then
+// the user's columns of s.Meta (every one of them known).
+func metadataWrite(s store.Sample, cols []string, args []any, known []string) (write, error) {
 	keys := make([]string, 0, len(s.Meta))
 	for k, v := range s.Meta {
 		if v == "" {
 			continue
 		}
 		if !slices.Contains(known, k) {
-			return nil, fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
+			return write{}, fmt.Errorf("put sample %s (%s): unknown metadata column %q", s.ID, s.Name, k)
 		}
 		keys = append(keys, k)
 	}
@@ -77,13 +87,16 @@ func putWrites(s store.Sample, data, target []byte, known []string) ([]write, er
 		cols = append(cols, k)
 		args = append(args, s.Meta[k])
 	}
-	return append(blobs, write{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args}), nil
+	return write{"metadata", `INSERT INTO DS.samples (` + strings.Join(cols, ", ") + `) VALUES (?` + strings.Repeat(", ?", len(cols)-1) + `)`, args}, nil
 }
 
 // Get implements store.BlobReader. Each call picks its replica anew (token-aware routing
 // with shuffled replicas, connect.go), so a second call for the same id, as store/hedge
 // makes for a read not answered in time, likely goes to another replica.
 func (c *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
+	if c.attach != nil && len(c.attach.sources) > 0 {
+		return c.getAttached(ctx, id, buf)
+	}
 	rctx, release, err := c.acquire(ctx)
 	if err != nil {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, kinded(err))

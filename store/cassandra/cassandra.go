@@ -74,6 +74,10 @@ type Config struct {
 	Dataset string
 	// Create makes a missing dataset (keyspace and tables) instead of failing with store.ErrNotFound.
 	Create bool
+	// Attach, with Create, makes or opens the catalogue of a dataset made by attach (no
+	// blobs table: its blobs are read from the tables it was attached to, see attached.go);
+	// an existing dataset made otherwise is refused.
+	Attach bool
 	// ReplicationFactor of a created keyspace (SimpleStrategy, default 1).
 	ReplicationFactor int
 	// LocalDC, if set, keeps requests in that data centre (DCAwareRoundRobinPolicy).
@@ -167,6 +171,9 @@ type Store struct {
 	replicas    sync.WaitGroup // the background fetch of the replica map
 	lastScan    ScanStats      // guarded by mu
 	owns        bool           // the session is this store's own (Open), closed with it
+	// attach is set by open (never changed after): what the dataset reads its blobs from if
+	// attach made it.
+	attach *attachState
 }
 
 var _ store.Store = (*Store)(nil)
@@ -273,24 +280,45 @@ func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 	c := &Store{cfg: cfg, session: s, sem: cl.sem, prefetchs: cl.prefetchs}
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
-	var ksErr, colErr, nodeErr error
+	var ksErr, colErr, nodeErr, attErr error
 	var made bool
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); made, ksErr = ensureKeyspace(ctx, s, cfg) }()
 	go func() { defer wg.Done(); c.nodes, nodeErr = c.countNodes(ctx) }()
 	if !cfg.Create {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.attach, attErr = c.readAttachState(ctx) }()
 		_, colErr = c.Columns(ctx)
 	}
 	wg.Wait()
-	if err := errors.Join(ksErr, colErr, nodeErr); err != nil {
+	if err := errors.Join(ksErr, colErr, nodeErr, attErr); err != nil {
 		if ksErr != nil {
 			return nil, ksErr // the dataset is missing: that explains the rest
 		}
 		return nil, err
 	}
+	if !cfg.Create {
+		if err := c.checkAttachState(ctx, c.attach, true); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Create {
-		if err := c.createTables(ctx); err != nil {
+		c.attach = &attachState{}
+		if !made {
+			var err error
+			if c.attach, err = c.readAttachState(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.checkAttachState(ctx, c.attach, !made); err != nil {
+			return nil, err
+		}
+		create := c.createTables
+		if cfg.Attach {
+			create = c.createAttachedTables
+		}
+		if err := create(ctx); err != nil {
 			return nil, err
 		}
 		if made {

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/gocql/gocql"
 )
 
 // datasetTables are the tables every dataset has (see the package doc): a keyspace holding
@@ -38,8 +41,26 @@ func Datasets(ctx context.Context, cfg Config) ([]string, error) {
 	}
 	var out []string
 	for ks, ts := range tables {
-		if len(ts) == len(datasetTables) && ValidDatasetName(ks) == nil {
+		if ValidDatasetName(ks) != nil {
+			continue
+		}
+		switch {
+		case len(ts) == len(datasetTables):
 			out = append(out, ks)
+		case len(ts) == len(datasetTables)-1 && !slices.Contains(ts, "blobs"):
+			// Made by attach: a dataset once its sources are recorded (attached.go).
+			var v string
+			err := s.Query(`SELECT value FROM ` + ks + `.info WHERE key = 'sources'`).WithContext(ctx).Idempotent(true).Scan(&v)
+			switch {
+			case err == nil:
+				out = append(out, ks)
+			case !errors.Is(err, gocql.ErrNotFound):
+				var re gocql.RequestError
+				if errors.As(err, &re) && (re.Code() == gocql.ErrCodeInvalid || re.Code() == gocql.ErrCodeUnauthorized) {
+					continue // no info table: not ours; or not the login's to read
+				}
+				return nil, fmt.Errorf("list the datasets: dataset %q: %w", ks, kinded(err))
+			}
 		}
 	}
 	slices.Sort(out)
@@ -53,4 +74,26 @@ func (c *Store) Drop(ctx context.Context) error {
 		return fmt.Errorf("delete dataset %q: %w", c.cfg.Dataset, kinded(err))
 	}
 	return nil
+}
+
+// Delete deletes the dataset (Drop) and says what that removed beyond the keyspace: for a
+// dataset made by attach, that the attached tables are untouched.
+func (c *Store) Delete(ctx context.Context) (string, error) {
+	var names []string
+	if c.Attached() {
+		sources, err := c.Sources(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range sources {
+			names = append(names, s.String())
+		}
+	}
+	if err := c.Drop(ctx); err != nil {
+		return "", err
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return ": cassfs's catalogue only; the attached tables " + strings.Join(names, ", ") + " are untouched", nil
 }

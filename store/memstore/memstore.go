@@ -53,6 +53,8 @@ type Store struct {
 	version uuid.UUID                  // guarded by mu
 	snap    []byte                     // guarded by mu; the stored snapshot
 	snapOf  uuid.UUID                  // guarded by mu; the version snap was taken at
+	entries map[uuid.UUID]store.Entry  // guarded by mu; of an attached dataset
+	sources []store.Source             // guarded by mu
 }
 
 type memSplit struct {
@@ -60,7 +62,7 @@ type memSplit struct {
 	members []uuid.UUID
 }
 
-var _ store.Store = (*Store)(nil)
+var _ store.Attacher = (*Store)(nil)
 
 // New returns an empty in-memory dataset.
 func New(dataset string, opts Options) *Store {
@@ -72,6 +74,7 @@ func New(dataset string, opts Options) *Store {
 		samples: map[uuid.UUID]store.Sample{},
 		columns: map[string]bool{},
 		splits:  map[string]memSplit{},
+		entries: map[uuid.UUID]store.Entry{},
 	}
 }
 
@@ -386,4 +389,51 @@ func (m *Store) DeleteSplits(ctx context.Context, names []string) error {
 		delete(m.splits, n)
 	}
 	return nil
+}
+
+// PutEntry implements store.Attacher: the metadata row only.
+func (m *Store) PutEntry(ctx context.Context, s store.Sample, e store.Entry) error {
+	if err := store.CheckEntry(s, e); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range s.Meta {
+		if !m.columns[k] {
+			return fmt.Errorf("put entry %s: unknown metadata column %q", s.ID, k)
+		}
+	}
+	s.Meta = cloneMeta(s.Meta)
+	m.samples[s.ID] = s
+	m.entries[s.ID] = e
+	return nil
+}
+
+// Entries implements store.Attacher.
+func (m *Store) Entries(ctx context.Context) (map[uuid.UUID]store.Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[uuid.UUID]store.Entry, len(m.entries))
+	for id, e := range m.entries {
+		out[id] = e
+	}
+	return out, ctx.Err()
+}
+
+// SetSources implements store.Attacher.
+func (m *Store) SetSources(ctx context.Context, sources []store.Source) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sources = slices.Clone(sources)
+	return ctx.Err()
+}
+
+// Sources implements store.Attacher.
+func (m *Store) Sources(ctx context.Context) ([]store.Source, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.sources), ctx.Err()
 }

@@ -11,3 +11,7 @@ import (
 func TestMemoryConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return memstore.New("test", memstore.Options{}) })
 }
+
+func TestMemoryAttacherConformance(t *testing.T) {
+	storetest.RunAttacher(t, func(t *testing.T) store.Attacher { return memstore.New("test", memstore.Options{}) })
+}

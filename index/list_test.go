@@ -1,4 +1,4 @@
-package main
+package index_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -38,7 +39,7 @@ func TestDatasetListPrintsOnlyWhatItRead(t *testing.T) {
 	}
 	open := func(_ context.Context, name string) (store.Store, error) { return stores[name], nil }
 	var out, errOut strings.Builder
-	err := listDatasets(ctx, []string{"broken", "empty", "good"}, open, &out, &errOut)
+	err := index.List(ctx, []string{"broken", "empty", "good"}, open, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "1 of 3 datasets could not be read (broken") {
 		t.Errorf("list with a dataset that cannot be read: %v, want an error naming it", err)
 	}
