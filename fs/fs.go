@@ -62,6 +62,133 @@
 //
 // Unknown names are ENOENT. Failures of the data path are mapped to an errno in one place
 // (errno.go), which logs the cause once per failure.
+//
+// # Names looked up ahead
+//
+// With its bytes pushed into the page cache, a file of a later epoch still costs its
+// reader one request: the LOOKUP of its name, which is new in every epoch (a name carries
+// its position). A reader that opens one file at a time, as DALI's loader threads do, pays
+// that round trip through the daemon for every file, in series, and reads a warm epoch at
+// a fraction of local disk's speed, which it reaches once the epoch's names were looked up
+// before (bench/history/journal.md, "out of the readers' way"). No FUSE notify creates a
+// dentry; only a lookup does. So a helper process looks the names up along the epoch's order, ahead of
+// the readers: the kernel caches each name and its inode for the entry timeout, the daemon
+// pushes the sample's blob into the inode's page cache once the helper's lookup has
+// returned (the kernel knows the inode only then), and the reader opens and reads the file
+// with no request reaching cassfs at all.
+//
+// The readers' own lookups are the daemon's only news of their progress, which the
+// prefetcher's window follows. So one name in every LookaheadOptions.Every is left for the
+// readers to look up themselves (a probe): each probe says how far they got, and the names
+// looked up for them since the last one are reported to the prefetcher at once
+// (view.Set.Advance). The helper starts once readers have looked up 2·Every names of a view
+// themselves (a reader of a few files is never followed by a burst of lookups, which would
+// keep an unmount right after busy), and stops for good in a view where a reader looks up
+// a name more than Distance behind the furthest (readers that shuffle for themselves).
+// It runs at most Distance names ahead of the furthest position a reader looked up, and
+// only over names whose sample is held
+// (Config.Held): under arrival binding a name it looks up is bound to a sample that has
+// arrived, and every name it looks up has a blob to push (or, in the disk tier, pages in
+// the page cache already or a blob the prefetcher brings from its file to push).
+//
+// The helper is another process, never the daemon: a thread waiting on its own mount
+// cannot be killed while the daemon holds the request (see Mount). It reads
+// "<seq> <path>\n" lines on its standard input, looks each path up (fstatat), and answers
+// "<seq>\n" (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
+// (or a reader's that caught up with it: either way it is reported with the next probe).
+//
+// # Whole class directories
+//
+// A name looked up by the helper costs a LOOKUP each, a round trip through the kernel, the
+// helper and the daemon, and CPU of the helper's per file besides the daemon's
+// (bench/history/journal.md, "a warm class directory is listed"). Where every sample of a
+// class directory is held, the helper lists the directory instead ("L<seq> <path>"): the kernel sends READDIRPLUS, go-fuse asks the
+// listing to look each entry up (classListing), and every name of the class is bound and
+// cached by the kernel in a few requests (probes excepted: their entries go out without a
+// node, so readers still look them up). A listing the kernel answers from its cache of the
+// directory sends nothing; the names it left are then sent one by one. A blob
+// the listing cannot push yet (its inode unknown to the kernel: every kernel cache dropped
+// since its last epoch) is pushed once the helper answers, the kernel having the entries
+// then, so that its reader finds it in the page cache instead of sending READs.
+//
+// What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
+// for readers that shuffle, which class directories are listed), is decided by a
+// view.Follower, FUSE-free and tested by itself; this file feeds the helper, reads its
+// answers, pushes and reports.
+//
+// lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
+// bitset, lock-free), the Follower and the views' pure functions; go-fuse's tree, the
+// views' bindings, the prefetcher and the cache's pushes are all reached with it released.
+//
+// # Pushing into the page cache
+//
+// OPEN and FLUSH are answered ENOSYS, so the kernel keeps a file's page cache across
+// opens and sends neither OPEN nor RELEASE (fc->no_open, fs/fuse/file.c): a sample whose
+// pages are cached is opened, read and closed by a reader with no request reaching cassfs.
+// Push fills those pages before the reader asks: it writes a blob into its inode's page
+// cache with FUSE_NOTIFY_STORE (fuse_notify_store, fs/fuse/dev.c), which the kernel accepts
+// only for an inode it knows (ENOENT otherwise). A sample is one inode in every epoch and in
+// by-uuid, so once any of its names was looked up, every later arrival of it can be pushed.
+// The mount uses go-fuse's ExternalNodeID, so an inode's FUSE node id is its inode number
+// and Push needs no go-fuse node to address it.
+//
+// Pushed pages are the kernel's: it may reclaim them like any file data, and a READ then
+// reaches cassfs, which answers it as it would without pushing.
+//
+// A push is a copy of the whole file into the page cache (NOTIFY_STORE overwrites pages
+// already there): a held blob pushed again each epoch would cost a warm epoch much of the
+// daemon's CPU (memcpy and get_user_pages). So the filesystem remembers which
+// samples it pushed whole, or answered READs for to their end, which leaves the file in the
+// page cache just as well (resident), and pushes those no more. The kernel never says when
+// it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
+// are all cached never comes, so a READ of a resident sample means the kernel dropped
+// pages of that file (it is unmarked), and many at once may mean a reclaim (memory
+// pressure, drop_caches): every mark is then forgotten and every file is pushed again until
+// each is made again (reading). What that costs: a READ for each file whose pages went,
+// answered as without pushing, as many as it takes to tell a reclaim from strays. The
+// daemon cannot look at the page cache itself (mincore or cachestat need a file of its
+// own mount open, which it never does, see Mount); the lookahead helper can, and is asked
+// first where it runs (residency.go). An inode the kernel forgets loses its mark.
+//
+// # Looking at the page cache before forgetting it
+//
+// reclaimAfter READs of resident files within reclaimWithin look like a reclaim
+// (FS.reading), and forgetting every mark costs the next warm epoch a push of every file.
+// Reclaims are not all whole: a kernel's proactive reclaim (DAMON's pageout scheme,
+// memory.reclaim of a cgroup) pages out some regions of memory and leaves the rest, with
+// plenty free (bench/history/journal.md, "a partial reclaim no longer costs a whole epoch
+// of pushes").
+//
+// So where the lookahead helper runs (another process, which may open files of the mount:
+// see Mount), the filesystem asks before it forgets: the helper opens each resident file
+// the readers are about to read, among the names it looked up already (so the open sends
+// nothing, and binds nothing under arrival binding), and cachestat(2) (Linux 6.5+) says
+// whether all its pages are cached. The files found short are unmarked (and pushed again as
+// their reader nears, or read by READs); if most are short, the page cache was dropped as a
+// whole and every mark is forgotten. One check is made at a time; one not
+// answered within reclaimWithin counts as a reclaim.
+//
+// # Ps for the work, beside go-fuse's waiting readers
+//
+// go-fuse reads requests in goroutines blocked in read(2) on /dev/fuse, and each keeps its
+// P (the Go scheduler's right to run Go code) through the call. As many as maxReaders+1
+// wait at once, maxReaders being GOMAXPROCS when the server is made (go-fuse v2.12
+// NewServer and fuseFD.readRequest; at least 2). With GOMAXPROCS at the number of cores,
+// waiting readers hold every P: a goroutine woken meanwhile (a fetch's answer, the
+// prefetcher, a push) runs only after the runtime's monitor (sysmon) takes a P back from a
+// reader in its syscall, which sysmon checks every 20 µs for as long as it keeps finding
+// such Ps (Go's runtime/proc.go, retake: a P in a syscall is left alone while another P
+// is idle): on warm epochs sysmon's wake-ups, waking nothing else, take a large share of
+// the daemon's CPU (bench/history/journal.md, "go-fuse's waiting readers no longer hold
+// every P").
+//
+// So every server is made with GOMAXPROCS at 2 (go-fuse's fewest readers: at most 3
+// waiting), and GOMAXPROCS is then the process's own plus readersPerServer for each server
+// serving (procsFor): the readers waiting never hold the Ps the work needs, and sysmon
+// relaxes. Were go-fuse to have more readers wait (another version), GOMAXPROCS would be
+// too low again. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of
+// the cgroup (Go 1.25+); the base is the value the runtime chose when the first server
+// was made.
 package fs
 
 import (

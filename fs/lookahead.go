@@ -20,64 +20,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// # Names looked up ahead
-//
-// With its bytes pushed into the page cache, a file of a later epoch still costs its
-// reader one request: the LOOKUP of its name, which is new in every epoch (a name carries
-// its position). A reader that opens one file at a time, as DALI's loader threads do, pays
-// that round trip through the daemon for every file, in series, and reads a warm epoch at
-// a fraction of local disk's speed, which it reaches once the epoch's names were looked up
-// before (bench/history/journal.md, "out of the readers' way"). No FUSE notify creates a
-// dentry; only a
-// lookup does. So a helper process looks the names up along the epoch's order, ahead of
-// the readers: the kernel caches each name and its inode for the entry timeout, the daemon
-// pushes the sample's blob into the inode's page cache once the helper's lookup has
-// returned (the kernel knows the inode only then), and the reader opens and reads the file
-// with no request reaching cassfs at all.
-//
-// The readers' own lookups were the daemon's only news of their progress, which the
-// prefetcher's window follows. So one name in every LookaheadOptions.Every is left for the
-// readers to look up themselves (a probe): each probe says how far they got, and the names
-// looked up for them since the last one are reported to the prefetcher at once
-// (view.Set.Advance). The helper starts once readers have looked up 2·Every names of a view
-// themselves (a reader of a few files is never followed by a burst of lookups, which would
-// keep an unmount right after busy), and stops for good in a view where a reader looks up
-// a name more than Distance behind the furthest (readers that shuffle for themselves).
-// It runs at most Distance names ahead of the furthest position a reader looked up, and
-// only over names whose sample is held
-// (Config.Held): under arrival binding a name it looks up is bound to a sample that has
-// arrived, and every name it looks up has a blob to push (or, in the disk tier, pages in
-// the page cache already or a blob the prefetcher brings from its file to push).
-//
-// The helper is another process, never the daemon: a thread waiting on its own mount
-// cannot be killed while the daemon holds the request (see Mount). It reads
-// "<seq> <path>\n" lines on its standard input, looks each path up (fstatat), and answers
-// "<seq>\n" (ServeLookahead). A lookup of a name sent and not yet answered is the helper's
-// (or a reader's that caught up with it: either way it is reported with the next probe).
-//
-// # Whole class directories
-//
-// A name looked up by the helper costs a LOOKUP each, a round trip through the kernel, the
-// helper and the daemon, and CPU of the helper's per file besides the daemon's
-// (bench/history/journal.md, "a warm class directory is listed"). Where every sample of a
-// class directory is held, the helper lists the directory instead ("L<seq> <path>"): the kernel sends READDIRPLUS, go-fuse asks the
-// listing to look each entry up (classListing), and every name of the class is bound and
-// cached by the kernel in a few requests (probes excepted: their entries go out without a
-// node, so readers still look them up). A listing the kernel answers from its cache of the
-// directory sends nothing; the names it left are then sent one by one. A blob
-// the listing cannot push yet (its inode unknown to the kernel: every kernel cache dropped
-// since its last epoch) is pushed once the helper answers, the kernel having the entries
-// then, so that its reader finds it in the page cache instead of sending READs.
-//
-// What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
-// for readers that shuffle, which class directories are listed), is decided by a
-// view.Follower, FUSE-free and tested by itself; this file feeds the helper, reads its
-// answers, pushes and reports.
-//
-// lookahead.mu is a leaf: under it nothing is called but Config.Held (the cache's presence
-// bitset, lock-free), the Follower and the views' pure functions; go-fuse's tree, the
-// views' bindings, the prefetcher and the cache's pushes are all reached with it released.
-
 // LookaheadOptions tune the names looked up ahead.
 type LookaheadOptions struct {
 	// Distance is how many names ahead of the readers are looked up (default 512).

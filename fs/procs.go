@@ -7,27 +7,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// # Ps for the work, beside go-fuse's waiting readers
-//
-// go-fuse reads requests in goroutines blocked in read(2) on /dev/fuse, and each keeps its
-// P (the Go scheduler's right to run Go code) through the call. As many as maxReaders+1
-// wait at once, maxReaders being GOMAXPROCS when the server is made (go-fuse v2.12
-// NewServer and fuseFD.readRequest; at least 2). With GOMAXPROCS at the number of cores,
-// waiting readers hold every P: a goroutine woken meanwhile (a fetch's answer, the
-// prefetcher, a push) runs only after the runtime's monitor (sysmon) takes a P back from a
-// reader in its syscall, which sysmon checks every 20 µs for as long as it keeps finding
-// such Ps (Go's runtime/proc.go, retake: a P in a syscall is left alone while another P
-// is idle): on warm epochs sysmon's wake-ups, waking nothing else, take a large share of
-// the daemon's CPU (bench/history/journal.md, "go-fuse's waiting readers no longer hold
-// every P").
-//
-// So every server is made with GOMAXPROCS at 2 (go-fuse's fewest readers: at most 3
-// waiting), and GOMAXPROCS is then the process's own plus readersPerServer for each server
-// serving (procsFor): the readers waiting never hold the Ps the work needs, and sysmon
-// relaxes. Were go-fuse to have more readers wait (another version), GOMAXPROCS would be
-// too low again. Setting GOMAXPROCS ends the runtime's own updates of it from the CPU limit of
-// the cgroup (Go 1.25+); the base is the value the runtime chose when the first server
-// was made.
+// procs is the GOMAXPROCS of the process's servers (see "Ps for the work" in the package
+// doc); guarded by its lock.
 var procs struct {
 	sync.Mutex
 	base    int // GOMAXPROCS before the first server

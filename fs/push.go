@@ -7,36 +7,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// # Pushing into the page cache
-//
-// OPEN and FLUSH are answered ENOSYS, so the kernel keeps a file's page cache across
-// opens and sends neither OPEN nor RELEASE (fc->no_open, fs/fuse/file.c): a sample whose
-// pages are cached is opened, read and closed by a reader with no request reaching cassfs.
-// Push fills those pages before the reader asks: it writes a blob into its inode's page
-// cache with FUSE_NOTIFY_STORE (fuse_notify_store, fs/fuse/dev.c), which the kernel accepts
-// only for an inode it knows (ENOENT otherwise). A sample is one inode in every epoch and in
-// by-uuid, so once any of its names was looked up, every later arrival of it can be pushed.
-// The mount uses go-fuse's ExternalNodeID, so an inode's FUSE node id is its inode number
-// and Push needs no go-fuse node to address it.
-//
-// Pushed pages are the kernel's: it may reclaim them like any file data, and a READ then
-// reaches cassfs, which answers it as it would without pushing.
-//
-// A push is a copy of the whole file into the page cache (NOTIFY_STORE overwrites pages
-// already there): a held blob pushed again each epoch would cost a warm epoch much of the
-// daemon's CPU (memcpy and get_user_pages). So the filesystem remembers which
-// samples it pushed whole, or answered READs for to their end, which leaves the file in the
-// page cache just as well (resident), and pushes those no more. The kernel never says when
-// it reclaims pages; a READ says it: with OPEN unanswered, a READ of a file whose pages
-// are all cached never comes, so a READ of a resident sample means the kernel dropped
-// pages of that file (it is unmarked), and many at once may mean a reclaim (memory
-// pressure, drop_caches): every mark is then forgotten and every file is pushed again until
-// each is made again (reading). What that costs: a READ for each file whose pages went,
-// answered as without pushing, as many as it takes to tell a reclaim from strays. The
-// daemon cannot look at the page cache itself (mincore or cachestat need a file of its
-// own mount open, which it never does, see Mount); the lookahead helper can, and is asked
-// first where it runs (residency.go). An inode the kernel forgets loses its mark.
-
 // PushStats counts pushes into the kernel's page cache.
 type PushStats struct {
 	Pushed int64 // blobs written into the page cache of their inode

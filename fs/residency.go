@@ -10,24 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// # Looking at the page cache before forgetting it
-//
-// reclaimAfter READs of resident files within reclaimWithin look like a reclaim
-// (FS.reading), and forgetting every mark costs the next warm epoch a push of every file.
-// Reclaims are not all whole: a kernel's proactive reclaim (DAMON's pageout scheme,
-// memory.reclaim of a cgroup) pages out some regions of memory and leaves the rest, with
-// plenty free (bench/history/journal.md, "a partial reclaim no longer costs a whole epoch
-// of pushes").
-//
-// So where the lookahead helper runs (another process, which may open files of the mount:
-// see Mount), the filesystem asks before it forgets: the helper opens each resident file
-// the readers are about to read, among the names it looked up already (so the open sends
-// nothing, and binds nothing under arrival binding), and cachestat(2) (Linux 6.5+) says
-// whether all its pages are cached. The files found short are unmarked (and pushed again as
-// their reader nears, or read by READs); if most are short, the page cache was dropped as a
-// whole and every mark is forgotten. One check is made at a time; one not
-// answered within reclaimWithin counts as a reclaim.
-
 // check is a file asked about: its sample and its name.
 type check struct {
 	i  uint32

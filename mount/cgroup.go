@@ -18,22 +18,6 @@ import (
 	"time"
 )
 
-// # The memory cgroup the daemon is charged to
-//
-// Kubernetes (the node plugin's container, contrib/kubernetes) and systemd (MemoryMax=)
-// run cassfs in a memory cgroup with a limit. Pages the daemon pushes into the page cache
-// (fs.FS.Push) are charged to the cgroup of the process that writes them, the daemon's,
-// while pages a READ brings in are charged to the reader's; once the daemon's cgroup is at
-// its limit, the kernel reclaims the daemon's own page cache to make room, pushed pages
-// not yet read among them. So the daemon pushes within what its limit leaves (pushRoom),
-// and lets READs carry the rest.
-//
-// Both cgroup versions are read: v1's memory controller (memory.limit_in_bytes,
-// memory.usage_in_bytes, memory.stat's total_cache) and v2's (memory.max,
-// memory.current, memory.stat's file), found through /proc/self/cgroup and
-// /proc/self/mountinfo, and for a limit set on an ancestor (a pod's, a slice's) each level
-// up to the hierarchy's root: the level with the least room is the one that reclaims.
-
 // memoryCgroup is the memory cgroup of this process: the directories of its levels, its own
 // first.
 type memoryCgroup struct {

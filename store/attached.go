@@ -8,14 +8,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// # Attached datasets
-//
-// A dataset may also be made from tables another tool wrote (the CassandraDL layout,
-// data_by_uuid beside metadata_by_uuid; the Cassandra DALI plugin's data_train and
-// metadata_train): cassfs keeps only the catalogue (metadata rows, class names, splits,
-// the index snapshot) and reads every blob from the table it was found in. Such a store
-// is an Attacher besides a Store; package attach makes the catalogue.
-
 // Source is a table an attached dataset reads its blobs from: one row per sample, keyed by
 // a uuid partition key (IDColumn), the encoded image in DataColumn and, unless LabelColumn
 // is empty, the label beside it.

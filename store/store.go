@@ -58,6 +58,14 @@
 // ErrTimeout (the backend's or the server's timeout) where the backend can tell; ErrorKind
 // classifies any error into the kinds metrics and logs count by. Every error names the key
 // it concerns.
+//
+// # Attached datasets
+//
+// A dataset may also be made from tables another tool wrote (the CassandraDL layout,
+// data_by_uuid beside metadata_by_uuid; the Cassandra DALI plugin's data_train and
+// metadata_train): cassfs keeps only the catalogue (metadata rows, class names, splits,
+// the index snapshot) and reads every blob from the table it was found in. Such a store
+// is an Attacher besides a Store; package attach makes the catalogue.
 package store
 
 import (
