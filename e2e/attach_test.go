@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -224,7 +225,7 @@ func TestAttachDALIPluginTables(t *testing.T) {
 	for _, split := range []string{"train", "val"} {
 		readEpochs(t, trees[split], classes, classes, filepath.Join(m.dir, split))
 	}
-	if got := tableRows(t, ks); !maps2Equal(got, before) {
+	if got := tableRows(t, ks); !maps.Equal(got, before) {
 		t.Errorf("the plugin's tables after attach and mount: %v, before %v", got, before)
 	}
 
@@ -278,18 +279,6 @@ func TestAttachDALIPluginTables(t *testing.T) {
 	}
 }
 
-func maps2Equal(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
 // TestAttachCassandraDLTables attaches the 2021 paper's data_by_uuid and metadata_by_uuid,
 // reads the whole dataset with DALI and torchvision, and makes patient-disjoint splits
 // from the attached metadata.
@@ -322,7 +311,7 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	if err := s.Query(`SELECT count(*) FROM system_schema.keyspaces WHERE keyspace_name = ?`, ds).Scan(&left); err != nil || left != 0 {
 		t.Errorf("keyspace %s after a first attach stopped by bad input: %d, %v; want it gone", ds, left, err)
 	}
-	if got := tableRows(t, ks); !maps2Equal(got, before) {
+	if got := tableRows(t, ks); !maps.Equal(got, before) {
 		t.Errorf("CassandraDL's tables after a failed attach: %v, before %v", got, before)
 	}
 	if err := s.Query(`UPDATE metadata_by_uuid SET label = ? WHERE patch_id = ?`, w.Rows[0].Label, bad).Exec(); err != nil {
@@ -378,7 +367,7 @@ func TestAttachCassandraDLTables(t *testing.T) {
 	if total != len(w.Rows) {
 		t.Errorf("the splits hold %d samples, the tables %d", total, len(w.Rows))
 	}
-	if got := tableRows(t, ks); !maps2Equal(got, before) {
+	if got := tableRows(t, ks); !maps.Equal(got, before) {
 		t.Errorf("CassandraDL's tables after attach, mount and split: %v, before %v", got, before)
 	}
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,7 +86,7 @@ func BenchmarkBeyondCache(b *testing.B) {
 				b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("%sepoch%d-daemon-cpu-us/image", row.tag, e))
 				b.ReportMetric(f/count, fmt.Sprintf("%sepoch%d-fetches/image", row.tag, e))
 			}
-			if got := epochSums(b, epochPaths(3)); !sameSums(got, want) {
+			if got := epochSums(b, epochPaths(3)); !maps.Equal(got, want) {
 				b.Errorf("%sepoch 3: the files read are not every sample once, byte for byte", row.tag)
 			}
 			errs, _ := metricValue(scrape(b, url), `cassfs_fetch_errors_total\{kind="other"\}`)
@@ -130,18 +131,6 @@ func epochSums(b *testing.B, paths []string) map[[32]byte]int {
 		sums[sha256.Sum256(data)]++
 	}
 	return sums
-}
-
-func sameSums(a, b map[[32]byte]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // memCgroup is a memory cgroup made for a benchmark, under this process's own, with a
