@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -143,7 +142,7 @@ func (p *Plan) attachRow(ctx context.Context, st store.Attacher, sources []store
 			_, file, _ := strings.Cut(o.Name, "/")
 			s.Name = class + "/" + file
 		}
-		if o.Label == s.Label && o.Name == s.Name && maps.Equal(nonEmpty(o.Meta), nonEmpty(s.Meta)) {
+		if o.Label == s.Label && o.Name == s.Name && store.SameMeta(o.Meta, s.Meta) {
 			return 0, resSame, nil
 		}
 		return 0, resUpdated, st.PutEntry(ctx, s, e)
@@ -174,16 +173,6 @@ func (p *Plan) attachRow(ctx context.Context, st store.Attacher, sources []store
 		s.Name = class + "/" + r.id.String() + ext
 	}
 	return s.Size, resRead, st.PutEntry(ctx, s, e)
-}
-
-func nonEmpty(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if v != "" {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // pacer spaces blob reads so that they average at most rate bytes per second.

@@ -57,15 +57,7 @@ func BenchmarkBeyondCache(b *testing.B) {
 				m = startMountAt(b, dir, ds, args...)
 			}
 			url := metricsURL(b, m)
-			epochPaths := func(e int) []string {
-				epoch := filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", e))
-				names, _ := fileList(b, epoch)
-				paths := make([]string, len(names))
-				for k, n := range names {
-					paths[k] = filepath.Join(epoch, n)
-				}
-				return paths
-			}
+			epochPaths := func(e int) []string { return epochFiles(b, m.dir, e) }
 			fetches := func() float64 { v, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count"); return v }
 			t0, _, _ := batchTimes(b, epochPaths(0), readers, batch)
 			b.ReportMetric(count/t0.Seconds(), row.tag+"epoch0-images/s")
@@ -104,6 +96,18 @@ func BenchmarkBeyondCache(b *testing.B) {
 			}
 		}
 	}
+}
+
+// epochFiles is the paths of epoch e of the mount at dir's "all" split, in file_list order.
+func epochFiles(b *testing.B, dir string, e int) []string {
+	b.Helper()
+	epoch := filepath.Join(dir, "all", fmt.Sprintf("epoch-%d", e))
+	names, _ := fileList(b, epoch)
+	paths := make([]string, len(names))
+	for k, n := range names {
+		paths[k] = filepath.Join(epoch, n)
+	}
+	return paths
 }
 
 // treeSums is the SHA-256 of every file under root, counted.

@@ -35,15 +35,7 @@ func BenchmarkCacheDir(b *testing.B) {
 			m := startMount(b, ds, append(l.mountArgs(), "--cache-size", strconv.FormatInt(total/2, 10), mode.flag,
 				"--cache-dir", b.TempDir(), "--cache-dir-size", strconv.FormatInt(total*2, 10), "--metrics-addr", "127.0.0.1:0")...)
 			url := metricsURL(b, m)
-			epochPaths := func(e int) []string {
-				epoch := filepath.Join(m.dir, "all", fmt.Sprintf("epoch-%d", e))
-				names, _ := fileList(b, epoch)
-				paths := make([]string, len(names))
-				for k, n := range names {
-					paths[k] = filepath.Join(epoch, n)
-				}
-				return paths
-			}
+			epochPaths := func(e int) []string { return epochFiles(b, m.dir, e) }
 			// The same files on local disk, in epoch 1's order; DALI's list of them.
 			lines, _ := fileList(b, filepath.Join(m.dir, "all", "epoch-1"))
 			local, localList := localCopy(b, root, lines)

@@ -28,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -393,7 +392,7 @@ func ingestFile(ctx context.Context, st store.Store, f file, maxSize int64, stor
 		s.Target = &store.Target{Ext: f.targetExt, Size: int64(len(target)), Checksum: store.Checksum(target), CRC32C: store.CRC32C(target)}
 	}
 	// A sample stored before samples had a CRC32C is written again to gain one.
-	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.HasCRC32C && old.Label == s.Label && maps.Equal(old.Meta, nonEmpty(s.Meta)) &&
+	if old, ok := stored[s.ID]; ok && old.Checksum == s.Checksum && old.HasCRC32C && old.Label == s.Label && store.SameMeta(old.Meta, s.Meta) &&
 		(old.Target == nil) == (s.Target == nil) && (s.Target == nil || *old.Target == *s.Target) {
 		return resUnchanged, nil
 	}
@@ -401,16 +400,6 @@ func ingestFile(ctx context.Context, st store.Store, f file, maxSize int64, stor
 		return resWritten, err
 	}
 	return resWritten, nil
-}
-
-func nonEmpty(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if v != "" {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func unwrapPath(err error) error {

@@ -231,16 +231,13 @@ func statValue(stat []byte, key string) int64 {
 // cgroup. It looks at the cgroup every pushRoomEvery and counts the bytes pushed in
 // between, so a burst of pushes cannot overrun what the last look left.
 type pushRoom struct {
-	cg  *memoryCgroup
-	now func() cgroupMemory // the cgroup's figures (read from cg; tests inject them)
+	now func() cgroupMemory // the cgroup's figures (tests inject them)
 	// heapGrowth is how much more the process's own memory may grow (the Go heap up to
 	// its limit, SetMemoryLimit): kept free too, or the heap growing would reclaim pages
 	// pushed before.
 	heapGrowth func() int64
 
-	room    atomic.Int64 // bytes pushes may still charge until the next look
-	last    atomic.Pointer[cgroupMemory]
-	refused atomic.Int64 // pushes not made for want of room
+	room atomic.Int64 // bytes pushes may still charge until the next look
 }
 
 // pushRoomEvery is how often a cgroup with a limit is looked at: a few small files read,
@@ -259,7 +256,7 @@ func pushRoomMargin(limit int64) int64 { return max(32<<20, limit/16) }
 
 // newPushRoom looks at cg once and then every pushRoomEvery, for the life of the process.
 func newPushRoom(cg *memoryCgroup, log *slog.Logger) *pushRoom {
-	r := &pushRoom{cg: cg, heapGrowth: goHeapGrowth}
+	r := &pushRoom{heapGrowth: goHeapGrowth}
 	warned := false
 	r.now = func() cgroupMemory {
 		m, err := cg.read()
@@ -290,7 +287,6 @@ func newPushRoom(cg *memoryCgroup, log *slog.Logger) *pushRoom {
 // whether the cgroup has a limit.
 func (r *pushRoom) look() bool {
 	m := r.now()
-	r.last.Store(&m)
 	if !m.Limited() {
 		r.room.Store(math.MaxInt64 / 2)
 		return false
@@ -299,22 +295,14 @@ func (r *pushRoom) look() bool {
 	return true
 }
 
-// take reports whether n more bytes may be pushed, and counts them if so.
+// take reports whether n more bytes may be pushed, and counts them if so (the pushes
+// refused are counted by package fs: PushStats.OverLimit).
 func (r *pushRoom) take(n int64) bool {
 	if r.room.Add(-n) >= 0 {
 		return true
 	}
 	r.room.Add(n)
-	r.refused.Add(1)
 	return false
-}
-
-// memory is the cgroup's figures at the last look.
-func (r *pushRoom) memory() cgroupMemory {
-	if m := r.last.Load(); m != nil {
-		return *m
-	}
-	return cgroupMemory{Limit: math.MaxInt64}
 }
 
 // goHeapGrowth is how much more memory the Go runtime may map before its memory limit

@@ -101,8 +101,8 @@ func TestPushRoom(t *testing.T) {
 	if !r.take(200<<20) || !r.take(60<<20) {
 		t.Fatalf("pushes within the room refused (%d left)", r.room.Load())
 	}
-	if r.take(1<<20) || r.refused.Load() != 1 {
-		t.Errorf("a push beyond the room taken (refused %d), want it refused", r.refused.Load())
+	if r.take(1 << 20) {
+		t.Errorf("a push beyond the room taken, want it refused")
 	}
 	figures.Usage = 500 << 20
 	r.look()
@@ -113,9 +113,6 @@ func TestPushRoom(t *testing.T) {
 	r.look()
 	if !r.take(10 << 30) {
 		t.Error("without a limit, a push refused")
-	}
-	if got := r.memory(); got.Limited() {
-		t.Errorf("memory() after a look without a limit: %+v", got)
 	}
 }
 

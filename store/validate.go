@@ -153,3 +153,19 @@ func init() {
 		reservedWords[w] = true
 	}
 }
+
+// SameMeta reports whether two samples' metadata are the same, an empty value counting as
+// absent (a store keeps none): what a writer compares before rewriting a sample.
+func SameMeta(a, b map[string]string) bool {
+	for k, v := range a {
+		if v != b[k] {
+			return false
+		}
+	}
+	for k, v := range b {
+		if v != a[k] {
+			return false
+		}
+	}
+	return true
+}

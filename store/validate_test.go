@@ -135,3 +135,22 @@ func TestErrorKind(t *testing.T) {
 		t.Errorf("Kinds lists %d kinds, want 6", len(Kinds))
 	}
 }
+
+func TestSameMeta(t *testing.T) {
+	for _, tc := range []struct {
+		a, b map[string]string
+		want bool
+	}{
+		{nil, nil, true},
+		{map[string]string{"p": "1"}, map[string]string{"p": "1"}, true},
+		{map[string]string{"p": "1", "s": ""}, map[string]string{"p": "1"}, true},
+		{nil, map[string]string{"s": ""}, true},
+		{map[string]string{"p": "1"}, map[string]string{"p": "2"}, false},
+		{map[string]string{"p": "1"}, nil, false},
+		{nil, map[string]string{"p": "1"}, false},
+	} {
+		if got := SameMeta(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameMeta(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
