@@ -472,6 +472,7 @@ func TestPartlyDroppedFileIsNoReclaim(t *testing.T) {
 // listing bound, those whose blobs the prefetcher had taken up before it among them.
 func TestListingPushesWhatTheKernelForgot(t *testing.T) {
 	const n, every = 400, 8
+	testkit.LockCaches(t, true) // it drops the machine's dentries and inodes
 	f := newFixture(t, n, classes, memstore.Options{})
 	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
 	defer stop()

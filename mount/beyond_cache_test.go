@@ -23,6 +23,8 @@ import (
 // fetched again only for their push to be skipped. Every sample once per epoch, with its
 // bytes, under either binding.
 func TestWarmEpochsBeyondTheCacheFetchNothing(t *testing.T) {
+	// The page cache must keep what the epochs read: no test may drop it meanwhile.
+	testkit.LockCaches(t, false)
 	for _, order := range []view.Mode{view.Arrival, view.Strict} {
 		t.Run(order.String(), func(t *testing.T) {
 			const n = 300
