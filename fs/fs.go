@@ -168,6 +168,19 @@
 // whole and every mark is forgotten. One check is made at a time; one not
 // answered within reclaimWithin counts as a reclaim.
 //
+// # Files nearing the readers
+//
+// A proactive reclaim pages out single pages of files read whole a while ago, a few at a
+// time: too few for the READs they cost to look like a reclaim, each a wait for the
+// database where the blob has left the memory cache (bench/history/journal.md, "later
+// epochs beyond --cache-size"), and the prefetcher passes a resident file over. So the
+// helper also looks at each resident file as it comes within the lookahead's Distance of
+// the readers (view.Follower.Nearing), among the names looked up ahead: one found short is
+// unmarked and the prefetcher rewound (Config.PagesGone), which brings it back and pushes
+// it before its reader gets there. A look is an open, a cachestat and a close in the
+// helper, no request to the daemon (the kernel has the name, and OPEN is answered ENOSYS).
+// Where the helper cannot tell (no cachestat), files are not looked at.
+//
 // # Ps for the work, beside go-fuse's waiting readers
 //
 // go-fuse reads requests in goroutines blocked in read(2) on /dev/fuse, and each keeps its

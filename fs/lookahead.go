@@ -55,6 +55,13 @@ type lookahead struct {
 	checkGone, checkOf int              // answers of no so far, files asked about
 	checkAt            time.Time
 	queued             []string // lines for the helper besides next's
+	// Resident files asked about as they near the readers (residency.go), by sequence
+	// number, not answered yet; guarded by mu.
+	nearing map[uint64]check
+	// A rewind of the prefetcher is due for files found short (residency.go).
+	rewindDue atomic.Bool
+	// The helper cannot look at the page cache: nearing files are not asked about.
+	noCachestat atomic.Bool
 
 	sent, answered atomic.Int64
 }
@@ -84,7 +91,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 	fo := follow.Options()
 	opts.Distance, opts.Every = fo.Distance, fo.Every
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		follow: follow, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}}
+		follow: follow, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}, nearing: map[uint64]check{}}
 	f.helper.Store(la)
 	f.lastHelper.Store(la)
 	go la.feed()
@@ -182,9 +189,11 @@ func (la *lookahead) feed() {
 	}
 }
 
-// next collects the names the helper may look up now; waiting: some name the readers
-// will want next is held back until its sample arrives.
+// next collects the names the helper may look up now, and the resident files it is to
+// look at (residency.go); waiting: some name the readers will want next is held back until
+// its sample arrives.
 func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
+	nearing := la.checkNearing()
 	la.mu.Lock()
 	defer la.mu.Unlock()
 	lines = append(lines, la.queued...)
@@ -203,7 +212,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
-	return lines, waiting
+	return append(lines, nearing...), waiting
 }
 
 // namePath is the path, from the mount's root, of index k of view e, whose directory is
@@ -224,7 +233,7 @@ func (la *lookahead) answers(in io.Reader) {
 		if c, ok := strings.CutPrefix(sc.Text(), "C"); ok {
 			seq, verdict, _ := strings.Cut(c, " ")
 			if n, err := strconv.ParseUint(seq, 10, 64); err == nil {
-				la.checked(n, verdict == "1")
+				la.checked(n, verdict)
 				continue
 			}
 		}

@@ -25,20 +25,23 @@ type PushStats struct {
 	// filesystem forgot which samples are resident (see FS.reading).
 	Reclaims int64
 	// Checks counts looks at the page cache made before forgetting (residency.go), and
-	// CheckedGone the resident samples they found with pages gone.
+	// CheckedGone the resident samples they found with pages gone, or found as they neared
+	// the readers.
 	Checks, CheckedGone int64
+	// NearChecked counts resident files looked at as they neared the readers.
+	NearChecked int64
 }
 
 type pushCounters struct {
 	pushed, bytes, unknown, failed, resident, reclaims, overLimit atomic.Int64
 	suspect, suspectSince                                         atomic.Int64 // READs of resident files since suspectSince (Unix ns)
-	checks, checkedGone                                           atomic.Int64 // residency.go
+	checks, checkedGone, nearChecked                              atomic.Int64 // residency.go
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
 	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(), OverLimit: f.push.overLimit.Load(),
-		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load()}
+		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load(), NearChecked: f.push.nearChecked.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with

@@ -59,9 +59,84 @@ func (la *lookahead) checkResidency() bool {
 	return true
 }
 
-// checked handles the helper's answer to check seq: cached is whether all the file's pages
-// were in the page cache ("?": the helper could not tell, taken for no).
-func (la *lookahead) checked(seq uint64, cached bool) {
+// checkNearing returns the lines that ask the helper about the resident files nearing the
+// readers (see "Files nearing the readers" in fs.go), each once.
+func (la *lookahead) checkNearing() []string {
+	if la.noCachestat.Load() {
+		return nil
+	}
+	type name struct {
+		e   *view.Epoch
+		dir string
+		k   uint32
+	}
+	var near []name
+	la.mu.Lock()
+	la.follow.Nearing(func(e *view.Epoch, dir string, k uint32) { near = append(near, name{e, dir, k}) })
+	la.mu.Unlock()
+	var lines []string
+	for _, n := range near {
+		// Looked up ahead already, so bound already: this binds nothing new.
+		i, ok := la.f.views.LookupAhead(n.e, la.f.ix.Label(n.e.Order[n.k]), n.e.NameAt(n.k, false))
+		if !ok || !la.f.Resident(i) {
+			continue
+		}
+		pk := pendingKey{n.e.Key, n.k}
+		la.mu.Lock()
+		if _, ok := la.pending[pk]; !ok {
+			// Pending, as in checkResidency: should the kernel have dropped the name, the
+			// helper's lookup is not taken for a reader's.
+			la.pending[pk] = true
+			la.seq++
+			la.nearing[la.seq] = check{i, pk}
+			lines = append(lines, "C"+strconv.FormatUint(la.seq, 10)+" "+la.namePath(n.e, n.dir, n.k)+"\n")
+		}
+		la.mu.Unlock()
+	}
+	return lines
+}
+
+// checkedNearing handles the answer to a look at a resident file nearing the readers (if
+// seq is one: ok): one found short is unmarked, and the prefetcher told to look again.
+func (la *lookahead) checkedNearing(seq uint64, verdict string) (ok bool) {
+	la.mu.Lock()
+	c, ok := la.nearing[seq]
+	if ok {
+		delete(la.nearing, seq)
+		delete(la.pending, c.pk)
+	}
+	la.mu.Unlock()
+	if !ok {
+		return false
+	}
+	switch verdict {
+	case "1":
+	case "0":
+		la.f.resident.Put(c.i, false)
+		la.f.push.checkedGone.Add(1)
+		if la.rewindDue.CompareAndSwap(false, true) {
+			// One rewind for the files found within a millisecond of each other.
+			time.AfterFunc(time.Millisecond, func() {
+				la.rewindDue.Store(false)
+				la.f.pagesGone()
+			})
+		}
+	default:
+		// The helper cannot tell (no cachestat before Linux 6.5): files are not asked
+		// about any more, and their marks stand (a READ still unmarks a file).
+		la.noCachestat.Store(true)
+	}
+	la.f.push.nearChecked.Add(1)
+	return true
+}
+
+// checked handles the helper's answer to check seq: verdict "1" says all the file's pages
+// were in the page cache, "0" not ("?": the helper could not tell, taken for no).
+func (la *lookahead) checked(seq uint64, verdict string) {
+	if la.checkedNearing(seq, verdict) {
+		return
+	}
+	cached := verdict == "1"
 	la.mu.Lock()
 	c, ok := la.checks[seq]
 	if !ok {

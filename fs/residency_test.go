@@ -2,9 +2,12 @@ package fs_test
 
 import (
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store/memstore"
 	"golang.org/x/sys/unix"
@@ -109,4 +112,56 @@ func settle(t *testing.T, v func() int64) {
 		}
 	}
 	t.Fatalf("still changing after 10 s: %d", last)
+}
+
+// TestResidentFilesNearingTheReadersAreLookedAt: files read whole in one epoch and paged
+// out since, a few of them (a proactive reclaim), are found by the helper as they near
+// their readers in the next epoch: unmarked, the prefetcher told, and pushed again before
+// the reader gets there, so that no READ reaches the daemon for them.
+func TestResidentFilesNearingTheReadersAreLookedAt(t *testing.T) {
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
+		t.Skip("no cachestat (Linux 6.5+)")
+	}
+	const n, every = 256, 32
+	f := newFixture(t, n, []string{"a", "b"}, memstore.Options{})
+	var rewind func()
+	mnt, fsys, p, stop := lookaheadMount(t, f, false, every, func(c *cfs.Config) {
+		c.PagesGone = func() { pagesGone.Add(1); rewind() }
+	})
+	rewind = p.Rewind
+	defer stop()
+	e0, e1 := epochPaths(t, mnt, "0"), epochPaths(t, mnt, "1")
+	bySample := map[string]string{} // a sample's name → its path in epoch 0
+	for _, p := range e0 {
+		testkit.Must(os.ReadFile(p))(t) // read whole: resident
+		_, name, _ := strings.Cut(filepath.Base(p), "_")
+		bySample[name] = p
+	}
+	// Paged out: five files epoch 1 reads well after its start, through their names of
+	// epoch 0 (a name of epoch 1 looked up here would be taken for its reader's).
+	var gone []string
+	for k := 160; len(gone) < 5; k++ {
+		if k%every != 0 {
+			_, name, _ := strings.Cut(filepath.Base(e1[k]), "_")
+			dropPages(t, bySample[name])
+			gone = append(gone, bySample[name])
+		}
+	}
+	before, reads, gone0 := fsys.PushStats(), fsys.RequestStats()["read"], pagesGone.Load()
+	for _, p := range e1 {
+		testkit.Must(os.ReadFile(p))(t)
+		time.Sleep(time.Millisecond) // a reader with work to do: the helper keeps ahead
+	}
+	s := fsys.PushStats()
+	t.Logf("pushes %+v; %d READs", s, fsys.RequestStats()["read"]-reads)
+	if s.NearChecked-before.NearChecked < n/2 || s.CheckedGone-before.CheckedGone != int64(len(gone)) || s.Checks != before.Checks {
+		t.Errorf("epoch 1 read after five of its files were paged out: %+v (before %+v); want most files looked at as they neared, five found gone, no other check", s, before)
+	}
+	if pagesGone.Load() == gone0 {
+		t.Error("files found gone, and the prefetcher was not told")
+	}
+	if r := fsys.RequestStats()["read"] - reads; r != 0 {
+		t.Errorf("%d READs reached the daemon in epoch 1: the files paged out were not pushed again ahead of the reader", r)
+	}
 }

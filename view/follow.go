@@ -55,6 +55,7 @@ type followed struct {
 	listed   []uint8    // per label: listUntried, listPending, listDone or listDeclined
 	retry    []int      // per label: the index from which a declined listing is tried again
 	lookups  int        // readers' own lookups in the view
+	near     int        // Nearing has passed the names before this index
 	random   bool       // a reader looked up a name far behind the others: no looking ahead
 }
 
@@ -213,6 +214,30 @@ func (f *Follower) Epoch(key Key) (*Epoch, bool) {
 		return nil, false
 	}
 	return a.e, true
+}
+
+// Nearing calls fn, once each, for the names looked up ahead of the readers (by name or by
+// a listing) as they come within Distance of the readers' head, in order: the files the
+// readers reach next, early enough to bring back what they lost since (package fs looks at
+// the page cache for those marked resident). It stops at the first name not looked up
+// ahead yet beyond Every of the head, and goes on from there next time; names within Every
+// of the head that were never looked up ahead (a listing leaves them to the readers) are
+// passed.
+func (f *Follower) Nearing(fn func(e *Epoch, dir string, k uint32)) {
+	for _, a := range f.views {
+		if a.random || a.lookups < 2*f.opts.Every {
+			continue
+		}
+		k := max(a.near, a.head+1)
+		for end := min(a.head+1+f.opts.Distance, len(a.e.Order)); k < end; k++ {
+			if a.sent.Has(uint32(k)) {
+				fn(a.e, a.dir, uint32(k))
+			} else if !f.IsProbe(a.e, uint32(k)) && k > a.head+f.opts.Every {
+				break
+			}
+		}
+		a.near = k
+	}
 }
 
 // Ahead calls fn for every name looked up ahead of the readers in views they walk in

@@ -148,3 +148,61 @@ func TestFollowerListsClassesWhereAllHeld(t *testing.T) {
 		t.Error("class c, declined for a sample not held, never listed once it was")
 	}
 }
+
+// TestFollowerNearing: each name looked up ahead is yielded once, as it comes within
+// Distance of the readers, in order, and never a probe or a name not looked up ahead; names
+// within Every of the head not looked up ahead when Nearing passes them are not waited for.
+func TestFollowerNearing(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	near := func() (ks []int) {
+		x.f.Nearing(func(e *Epoch, dir string, k uint32) {
+			if e != x.e || dir != "all/epoch-0" {
+				t.Fatalf("Nearing yields index %d of another view", k)
+			}
+			ks = append(ks, int(k))
+		})
+		return ks
+	}
+	x.readers(0, 16)
+	if ks := near(); len(ks) != 0 {
+		t.Fatalf("before anything was looked up ahead: Nearing yields %v", ks)
+	}
+	// Held up to index 30: names 16..29 are looked up ahead (but the probes), then the
+	// Follower waits for 30.
+	held := func(i uint32) bool {
+		for k := range 30 {
+			if x.e.Order[k] == i {
+				return true
+			}
+		}
+		return false
+	}
+	// Names within Every of the head (15) were passed by the first call, none of them
+	// looked up ahead then: too near for what Nearing is for.
+	looked, _, _ := x.next(held)
+	var want []int
+	for _, k := range looked {
+		if k > 15+8 {
+			want = append(want, k)
+		}
+	}
+	if ks := near(); !slices.Equal(ks, want) || len(ks) == 0 {
+		t.Fatalf("Nearing yields %v, want the names looked up ahead beyond 23 %v", ks, want)
+	}
+	if ks := near(); len(ks) != 0 {
+		t.Errorf("asked again: %v yielded twice", ks)
+	}
+	// Everything held: the rest up to Distance ahead of 15 is looked up, and yielded.
+	looked, _, _ = x.next(nil)
+	if ks := near(); !slices.Equal(ks, looked) || len(ks) == 0 {
+		t.Errorf("after more was looked up: Nearing yields %v, want %v", ks, looked)
+	}
+	// The readers move on: names further on come within Distance and are yielded as they
+	// are looked up, never beyond Distance of the head.
+	x.readers(16, 41)
+	looked, _, _ = x.next(nil)
+	ks := near()
+	if !slices.Equal(ks, looked) || len(ks) == 0 || ks[len(ks)-1] > 40+40 {
+		t.Errorf("readers at 40: Nearing yields %v, want %v, none beyond 80", ks, looked)
+	}
+}
