@@ -111,6 +111,25 @@
 // since its last epoch) is pushed once the helper answers, the kernel having the entries
 // then, so that its reader finds it in the page cache instead of sending READs.
 //
+// # Streamed class directories
+//
+// A cold epoch has few samples held ahead of its readers: the prefetcher's blobs arrive
+// just before they are read, so names waiting for their samples were looked up by the
+// readers themselves, one LOOKUP each, and a blob that arrived before its name had nowhere
+// to be pushed and came by READs (1.00 LOOKUP and 0.6–1.2 READs a file;
+// bench/history/journal.md, "a cold epoch's names known ahead"). With
+// LookaheadOptions.Stream, a class directory not wholly held is read on a chunk at a time
+// instead ("S<seq> <path>": the helper keeps the directory open and reads one getdents
+// buffer, streamChunk, of it per request; the kernel asks for a READDIRPLUS of that size
+// from Linux 6.13 on, a page before), as its names come within Distance of the readers.
+// Each entry is bound and gets its node as in a whole listing, so every blob that arrives
+// after can be pushed, and the reader opens and reads it with no request. The binding
+// rule is view.Follower's: a streamed name is bound when its chunk is read, to a sample of
+// its class that has arrived if any (arrival binding), or else to the next the prefetcher
+// brings, which walks the same order; readers that leave the order are not followed, and
+// bind their names on lookup as before. A chunk answered from the kernel's cache of the
+// directory binds nothing; the readers look those names up themselves.
+//
 // What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
 // for readers that shuffle, which class directories are listed), is decided by a
 // view.Follower, FUSE-free and tested by itself; this file feeds the helper, reads its

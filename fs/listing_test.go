@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	cfs "github.com/cassfs/cassfs/fs"
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/google/uuid"
 )
 
 // TestDeclinedListingIsTriedAgain: a class directory whose listing was declined because a
@@ -39,5 +41,35 @@ func TestDeclinedListingIsTriedAgain(t *testing.T) {
 	// without listings every later one costs a LOOKUP too.
 	if plus == 0 || lookups > int64(n*7/8) {
 		t.Errorf("epoch 1, its class directories' listings declined at first: %d LOOKUPs, %d READDIRPLUS for %d files; want them listed once every sample is at hand", lookups, plus, n)
+	}
+}
+
+// TestStreamedFirstEpoch: with Stream, the class directories of a cold epoch are read a
+// chunk at a time ahead of a reader walking file_list.txt, so the kernel knows the names
+// before the reader opens them and the blobs are pushed as they arrive: the reader's
+// lookups reach the daemon for the probes alone (and the first 2·Every names), and few
+// READs. Every file's bytes stay right under strict and arrival binding.
+func TestStreamedFirstEpoch(t *testing.T) {
+	for _, arrival := range []bool{false, true} {
+		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
+			const n, every = 400, 16
+			f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
+			mnt, fsys, _, stop := lookaheadMountWith(t, f, arrival, cfs.LookaheadOptions{Distance: 64, Every: every, Stream: true})
+			defer stop()
+			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
+			req := fsys.RequestStats()
+			t.Logf("%d files: requests %v; pushes %+v", n, req, fsys.PushStats())
+			// Besides: the directories', and the names within Every of the reader when the
+			// first chunks came (they go out without a node).
+			if req["lookup"] > n/4 {
+				t.Errorf("%d LOOKUPs for %d files: want about the probes' and the first %d names' (%d)", req["lookup"], n, 2*every, 2*every+n/every)
+			}
+			if req["readdirplus"] == 0 || req["readdirplus"] > n/8 {
+				t.Errorf("%d READDIRPLUS for %d files: want the class directories read in chunks", req["readdirplus"], n)
+			}
+			if req["read"] > n/4 {
+				t.Errorf("%d READs for %d files: the blobs were not pushed as they arrived", req["read"], n)
+			}
+		})
 	}
 }

@@ -27,6 +27,9 @@ type LookaheadOptions struct {
 	// Every leaves one name in Every to the readers (default 32): a lookup of theirs per
 	// Every files is how the daemon follows their progress.
 	Every int
+	// Stream reads the directories of classes not wholly at hand a chunk at a time ahead
+	// of the readers (view.FollowOptions.Stream; "Streamed class directories" above).
+	Stream bool
 }
 
 // lookahead feeds the helper process and follows the readers.
@@ -87,7 +90,7 @@ type LookaheadStats struct {
 // mount's lookahead is set up, and stops when in ends. Call it once, before or after
 // Mount: the helper is sent names only once readers look them up.
 func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) {
-	follow := view.NewFollower(view.FollowOptions{Distance: opts.Distance, Every: opts.Every})
+	follow := view.NewFollower(view.FollowOptions{Distance: opts.Distance, Every: opts.Every, Stream: opts.Stream})
 	fo := follow.Options()
 	opts.Distance, opts.Every = fo.Distance, fo.Every
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
@@ -210,6 +213,10 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
+	}, func(e *view.Epoch, dir string, label int) {
+		la.seq++
+		la.lists[la.seq] = listKey{e.Key, label}
+		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
 	return append(lines, nearing...), waiting
@@ -237,7 +244,13 @@ func (la *lookahead) answers(in io.Reader) {
 				continue
 			}
 		}
-		seq, err := strconv.ParseUint(strings.TrimPrefix(sc.Text(), "L"), 10, 64)
+		line, more := sc.Text(), true
+		if c, ok := strings.CutPrefix(line, "S"); ok {
+			var end string
+			line, end, _ = strings.Cut(c, " ")
+			more = end == "1"
+		}
+		seq, err := strconv.ParseUint(strings.TrimPrefix(line, "L"), 10, 64)
 		if err != nil {
 			la.f.log.Warn("lookahead helper: unexpected answer", "line", sc.Text())
 			continue
@@ -246,6 +259,7 @@ func (la *lookahead) answers(in io.Reader) {
 		if lk, ok := la.lists[seq]; ok {
 			delete(la.lists, seq)
 			la.follow.Listed(lk.key, lk.label)
+			la.follow.Streamed(lk.key, lk.label, more)
 			listed := la.listedUnpushed[lk]
 			delete(la.listedUnpushed, lk)
 			la.mu.Unlock()
@@ -286,7 +300,10 @@ func (la *lookahead) answers(in io.Reader) {
 
 // ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
 // looks each path up under root with workers threads (one lookup at a time each), and
-// writes "<seq>\n" to out once the lookup returned, found or not. It returns when in ends.
+// writes "<seq>\n" to out once the lookup returned, found or not; "L<seq> <dir>" lists dir
+// to its end, "S<seq> <dir>" reads one chunk further of dir (answered "S<seq> 1", or
+// "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
+// or "?"). It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
 	// would keep it busy, and an unmount from outside (umount, fusermount -u) would fail.
@@ -298,6 +315,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	defer unix.Close(dir)
 	base := path.Base(root) + "/"
 	reqs := make(chan string, 1024)
+	streams := &dirStreams{fds: map[string]int{}}
+	defer streams.closeAll()
 	var wmu sync.Mutex
 	w := bufio.NewWriter(out)
 	var wg sync.WaitGroup
@@ -316,6 +335,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 				if list, ok := strings.CutPrefix(seq, "L"); ok {
 					seq = list
 					listDir(dir, base+p, buf)
+				} else if strings.HasPrefix(seq, "S") {
+					seq += " " + streams.next(dir, base+p, buf[:streamChunk])
 				} else if strings.HasPrefix(seq, "C") {
 					seq += " " + cachedWhole(dir, base+p)
 				} else {
@@ -394,6 +415,61 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 	}
 	la.mu.Unlock()
 	return ch, 0, true
+}
+
+// streamChunk is how much of a streamed directory one request reads: the kernel asks the
+// daemon for a READDIRPLUS of the reader's buffer size (Linux 6.13+; a page before), so
+// about 80 entries of names some tens of bytes long.
+const streamChunk = 16 << 10
+
+// dirStreams are the directories the helper reads a chunk at a time, open between chunks.
+type dirStreams struct {
+	mu  sync.Mutex
+	fds map[string]int // by path; guarded by mu
+}
+
+// next reads one chunk further of directory p under dir into buf: "1", or "0" at its end
+// (or where it cannot be read), when it is closed. Chunks are read one at a time (under
+// mu): a descriptor is never closed while read, and a chunk is one request to the daemon.
+func (d *dirStreams) next(dir int, p string, buf []byte) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fd, ok := d.fds[p]
+	if !ok {
+		if len(d.fds) >= 4096 {
+			// Directories of views left behind: reopened from the start if wanted again
+			// (the kernel's cache of the directory answers what was read).
+			d.closeAllLocked()
+		}
+		var err error
+		if fd, err = unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+			return "0"
+		}
+		d.fds[p] = fd
+	}
+	n, err := unix.Getdents(fd, buf)
+	for err == syscall.EINTR {
+		n, err = unix.Getdents(fd, buf)
+	}
+	if err == nil && n > 0 {
+		return "1"
+	}
+	delete(d.fds, p)
+	unix.Close(fd)
+	return "0"
+}
+
+func (d *dirStreams) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closeAllLocked()
+}
+
+func (d *dirStreams) closeAllLocked() {
+	for p, fd := range d.fds {
+		unix.Close(fd)
+		delete(d.fds, p)
+	}
 }
 
 // listDir lists directory p under dir to its end, with buf for the entries: under

@@ -144,6 +144,12 @@ var pagesGone atomic.Int64
 // ends the helper and checks it ended well.
 func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int, adjust ...func(*cfs.Config)) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
 	t.Helper()
+	return lookaheadMountWith(t, f, arrival, cfs.LookaheadOptions{Distance: 64, Every: every}, adjust...)
+}
+
+// lookaheadMountWith is lookaheadMount with the lookahead's options given whole.
+func lookaheadMountWith(t *testing.T, f *fixture, arrival bool, opts cfs.LookaheadOptions, adjust ...func(*cfs.Config)) (mnt string, fsys *cfs.FS, p *prefetch.Prefetcher, stop func()) {
+	t.Helper()
 	n := f.ix.Len()
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
 		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
@@ -160,7 +166,7 @@ func lookaheadMount(t *testing.T, f *fixture, arrival bool, every int, adjust ..
 	toDaemon, fromHelper := io.Pipe()
 	helped := make(chan error, 1)
 	go func() { helped <- cfs.ServeLookahead(mnt, toHelper, fromHelper, 2); fromHelper.Close() }()
-	fsys.StartLookahead(fromDaemon, toDaemon, cfs.LookaheadOptions{Distance: 64, Every: every})
+	fsys.StartLookahead(fromDaemon, toDaemon, opts)
 	return mnt, fsys, p, func() {
 		fromDaemon.Close()
 		if err := <-helped; err != nil {

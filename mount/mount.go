@@ -348,7 +348,7 @@ func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptio
 	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
 	// connection alive for that moment, its requests then aborted instead of refused.
 	if m.looksAhead() {
-		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead}, m.log)
+		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead, Stream: true}, m.log)
 		if err != nil {
 			m.log.Warn("names will not be looked up ahead of the readers", "err", err)
 		} else {

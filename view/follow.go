@@ -29,6 +29,15 @@ import "github.com/cassfs/cassfs/internal/bitset"
 //     than Every ahead of the head wait for it; of its entries, probes, names within
 //     Every of the head and names sent by themselves go out without a lookup
 //     (ListEntry).
+//   - With Stream, a class not wholly held is streamed instead of declined: its directory
+//     is read on, a chunk at a time, as its names come within Distance of the head (one
+//     request for some tens of names, whether their samples arrived or not), and none of
+//     its names is looked up by itself. A streamed name is bound when its chunk is read:
+//     under arrival binding to a sample of its class that has arrived if there is one, or
+//     else to the next one the prefetcher brings (fetch order); the blob is pushed as it
+//     arrives, the kernel knowing the name and its inode by then. So a first epoch costs
+//     the readers' probes and a request per chunk, not a lookup per name; readers that
+//     leave the order are not followed, and keep arrival binding whole.
 //
 // A Follower is not safe for concurrent use: its caller holds one lock around it.
 type Follower struct {
@@ -42,6 +51,8 @@ type FollowOptions struct {
 	Distance int
 	// Every leaves one name in Every to the readers (default 32).
 	Every int
+	// Stream streams the directories of classes not wholly held (see above).
+	Stream bool
 }
 
 // followed is one epoch view a Follower follows.
@@ -52,8 +63,10 @@ type followed struct {
 	reported int        // readers' accesses reported up to this index
 	next     int        // next index to look up ahead
 	sent     bitset.Set // indices looked up ahead, by name or by a listing
-	listed   []uint8    // per label: listUntried, listPending, listDone or listDeclined
+	listed   []uint8    // per label: listUntried, listPending, listDone, listDeclined, or stream*
 	retry    []int      // per label: the index from which a declined listing is tried again
+	want     []int      // per label, streamed: the furthest index within Distance wanting the stream
+	streamed []int      // per label, streamed: the furthest index its chunks brought
 	lookups  int        // readers' own lookups in the view
 	near     int        // Nearing has passed the names before this index
 	random   bool       // a reader looked up a name far behind the others: no looking ahead
@@ -65,6 +78,10 @@ const (
 	listPending  // asked for, not answered yet
 	listDone     // answered
 	listDeclined // some sample of the class was not held (tried again further on: followed.retry)
+	// Streamed (FollowOptions.Stream): no chunk asked for, one asked for, or read to its end.
+	streamIdle
+	streamPending
+	streamEnd
 )
 
 // followedViews is how many views a Follower keeps: readers are in one or two at a time,
@@ -107,6 +124,12 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 		}
 		n := len(e.set.classNames)
 		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
+		if f.opts.Stream {
+			a.want, a.streamed = make([]int, n), make([]int, n)
+			for l := range n {
+				a.want[l], a.streamed[l] = -1, -1
+			}
+		}
 		f.views[e.Key] = a
 	}
 	if int(k) > a.reported {
@@ -126,10 +149,11 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 }
 
 // Next finds what may be looked up ahead now in every view followed: lookup is called for
-// each name (index k of view e, in directory dir), list for each class directory to list.
-// waiting reports that some name the readers want next waits for its sample, or for a
-// pending listing: the caller asks again shortly.
-func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int)) (waiting bool) {
+// each name (index k of view e, in directory dir), list for each class directory to list
+// whole, stream for each class directory to read a chunk further of (FollowOptions.Stream;
+// nil without). waiting reports that some name the readers want next waits for its sample,
+// or for a pending listing: the caller asks again shortly.
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list, stream func(e *Epoch, dir string, label int)) (waiting bool) {
 	for _, a := range f.views {
 		if a.random || a.lookups < 2*f.opts.Every {
 			continue // not (yet) readers walking the epoch in order
@@ -144,6 +168,12 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 			}
 			i := a.e.Order[k]
 			label := a.e.set.ix.Label(i)
+			if a.listed[label] >= streamIdle {
+				// Its class's stream brings it, in order: the stream goes on to here.
+				a.want[label] = max(a.want[label], k)
+				a.next++
+				continue
+			}
 			if a.listed[label] == listUntried || (a.listed[label] == listDeclined && k >= a.retry[label]) {
 				// Declined while some sample of the class is not at hand (not fetched yet,
 				// or its pages paged out since an earlier epoch): tried again further on,
@@ -153,6 +183,9 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 				if held != nil && allHeld(a.e, label, held) {
 					a.listed[label] = listPending
 					list(a.e, a.dir, label)
+				} else if f.opts.Stream {
+					a.listed[label] = streamIdle
+					continue // the branch above, now
 				}
 			}
 			if a.listed[label] == listPending && k > a.head+f.opts.Every {
@@ -166,6 +199,12 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 			a.sent.Put(uint32(k), true)
 			lookup(a.e, a.dir, uint32(k))
 			a.next++
+		}
+		for label, st := range a.listed {
+			if st == streamIdle && a.want[label] > a.streamed[label] {
+				a.listed[label] = streamPending
+				stream(a.e, a.dir, label)
+			}
 		}
 	}
 	return waiting
@@ -181,10 +220,11 @@ func allHeld(e *Epoch, label int, held func(uint32) bool) bool {
 	return true
 }
 
-// Listing reports whether a listing of class label's directory of view e is pending.
+// Listing reports whether a listing of class label's directory of view e, whole or a
+// chunk of its stream, is pending.
 func (f *Follower) Listing(e *Epoch, label int) bool {
 	a := f.views[e.Key]
-	return a != nil && a.e == e && a.listed[label] == listPending
+	return a != nil && a.e == e && (a.listed[label] == listPending || a.listed[label] == streamPending)
 }
 
 // ListEntry reports whether a pending listing of view e looks up its entry at index k
@@ -194,7 +234,13 @@ func (f *Follower) Listing(e *Epoch, label int) bool {
 // itself.
 func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	a := f.views[e.Key]
-	if a == nil || a.e != e || f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every {
+	if a == nil || a.e != e {
+		return false
+	}
+	if label := e.set.ix.Label(e.Order[k]); a.listed[label] == streamPending {
+		a.streamed[label] = max(a.streamed[label], int(k))
+	}
+	if f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every {
 		return false
 	}
 	return a.sent.Add(k)
@@ -204,6 +250,17 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 func (f *Follower) Listed(key Key, label int) {
 	if a := f.views[key]; a != nil && a.listed[label] == listPending {
 		a.listed[label] = listDone
+	}
+}
+
+// Streamed records that a chunk of the stream of class label's directory of view key was
+// read; more is false where the directory ended.
+func (f *Follower) Streamed(key Key, label int, more bool) {
+	if a := f.views[key]; a != nil && a.listed[label] == streamPending {
+		a.listed[label] = streamIdle
+		if !more {
+			a.listed[label] = streamEnd
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ func (x *followFixture) next(held func(uint32) bool) (looked []int, listed []int
 			panic("lookup of another view")
 		}
 		looked = append(looked, int(k))
-	}, func(e *Epoch, dir string, label int) { listed = append(listed, label) })
+	}, func(e *Epoch, dir string, label int) { listed = append(listed, label) }, nil)
 	return looked, listed, waiting
 }
 
@@ -204,5 +204,64 @@ func TestFollowerNearing(t *testing.T) {
 	ks := near()
 	if !slices.Equal(ks, looked) || len(ks) == 0 || ks[len(ks)-1] > 40+40 {
 		t.Errorf("readers at 40: Nearing yields %v, want %v, none beyond 80", ks, looked)
+	}
+}
+
+// TestFollowerStreamsClassesNotHeld: with Stream, a class not wholly held is read a chunk
+// at a time as its names come within Distance, one chunk of a class asked for at a time,
+// its names never looked up by themselves; a chunk's entries count as looked up ahead but
+// for probes and names within Every of the readers; a class read to its end is not asked
+// for again.
+func TestFollowerStreamsClassesNotHeld(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Stream: true})
+	none := func(uint32) bool { return false }
+	next := func(held func(uint32) bool) (looked, streamed []int) {
+		x.f.Next(held, func(e *Epoch, dir string, k uint32) { looked = append(looked, int(k)) },
+			func(e *Epoch, dir string, label int) { t.Errorf("class %d listed whole, none held", label) },
+			func(e *Epoch, dir string, label int) {
+				if e != x.e || dir != "all/epoch-0" {
+					t.Fatalf("stream of another view")
+				}
+				streamed = append(streamed, label)
+			})
+		return looked, streamed
+	}
+	x.readers(0, 16)
+	looked, streamed := next(none)
+	slices.Sort(streamed)
+	if len(looked) != 0 || !slices.Equal(streamed, []int{0, 1, 2}) {
+		t.Fatalf("nothing held: looked up %v, streamed %v; want each class streamed once, nothing looked up", looked, streamed)
+	}
+	if looked, streamed := next(nil); len(looked)+len(streamed) != 0 {
+		t.Errorf("asked again, everything held now: looked up %v, streamed %v; want nothing (the streams bring them)", looked, streamed)
+	}
+	// Class 0's chunk brings its first members; the entries are looked up ahead but for
+	// probes and names within Every of the head (15).
+	members := x.e.ByClass[0]
+	var got, want []int
+	for _, k := range members[:12] {
+		if x.f.ListEntry(x.e, k) {
+			got = append(got, int(k))
+		}
+		if k%8 != 0 && k > 15+8 {
+			want = append(want, int(k))
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("entries of class 0's chunk taken as looked up ahead: %v, want %v", got, want)
+	}
+	ahead := 0
+	x.f.Ahead(func(*Epoch, string, uint32) { ahead++ })
+	if ahead != len(want) {
+		t.Errorf("Ahead yields %d names, want the chunk's %d looked up ahead", ahead, len(want))
+	}
+	x.f.Streamed(x.e.Key, 0, true)
+	x.f.Streamed(x.e.Key, 1, false)
+	// Readers move on: class 0 has names within Distance beyond its chunk, so it is read
+	// further; class 1 ended; class 2's chunk is still pending.
+	x.readers(16, 40)
+	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) {
+		t.Errorf("after class 0's chunk and class 1's end: streamed %v, want [0]", streamed)
 	}
 }
