@@ -37,6 +37,10 @@ type curvePoint struct {
 	// PeakInFlight is the most database requests the mount had in flight, sampled every
 	// 20 ms.
 	PeakInFlight int `json:"peak_in_flight,omitempty"`
+	// Requests is the FUSE requests that reached the daemon per image; FetchP50ms the
+	// median database fetch latency, in ms.
+	Requests   float64 `json:"requests_per_image,omitempty"`
+	FetchP50ms float64 `json:"fetch_p50_ms,omitempty"`
 }
 
 // BenchmarkLatencyCurve is the latency-tolerance curve: images/s of one cold epoch over an
@@ -82,8 +86,10 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			b.ReportMetric(p.PerSecond, name+"-images/s")
 			if p.DaemonCPUus > 0 {
 				b.ReportMetric(p.DaemonCPUus, name+"-daemon-cpu-us/image")
+				b.ReportMetric(p.Requests, name+"-requests/image")
+				b.ReportMetric(p.FetchP50ms, name+"-fetch-p50-ms")
 			}
-			fmt.Fprintf(os.Stderr, "%-36s %6d images %8.0f images/s  daemon CPU %5.0f µs/image  database CPU %5.0f µs/image  in flight ≤ %d\n", name, p.Images, p.PerSecond, p.DaemonCPUus, p.DBCPUus, p.PeakInFlight)
+			fmt.Fprintf(os.Stderr, "%-36s %6d images %8.0f images/s  daemon CPU %5.0f µs/image  database CPU %5.0f µs/image  in flight ≤ %d  requests %.3f/image  fetch p50 %.1f ms\n", name, p.Images, p.PerSecond, p.DaemonCPUus, p.DBCPUus, p.PeakInFlight, p.Requests, p.FetchP50ms)
 		}
 		// The epoch-0 order, for the local and sshfs baselines.
 		lines := func() []string {
@@ -146,6 +152,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 				dropPageCache(b)
 				warmStore(b, st)
 				cpu0, db0 := processCPU(b, m.cmd.Process.Pid), processCPU(b, db)
+				req0 := sumMetric(scrape(b, murl), "cassfs_fuse_requests_total")
 				peak := sampleMax(murl, "cassfs_requests_in_flight")
 				var n int
 				var secs float64
@@ -165,8 +172,10 @@ func BenchmarkLatencyCurve(b *testing.B) {
 					n, secs = readerRun(b, "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
 				}
 				cpu, dbCPU := processCPU(b, m.cmd.Process.Pid)-cpu0, processCPU(b, db)-db0
+				body := scrape(b, murl)
 				add(curvePoint{Reader: r, Path: "cassfs", RTTms: rtt, Images: n, PerSecond: float64(n) / secs,
-					DaemonCPUus: float64(cpu.Microseconds()) / float64(n), DBCPUus: float64(dbCPU.Microseconds()) / float64(n), PeakInFlight: peak()})
+					DaemonCPUus: float64(cpu.Microseconds()) / float64(n), DBCPUus: float64(dbCPU.Microseconds()) / float64(n), PeakInFlight: peak(),
+					Requests: (sumMetric(body, "cassfs_fuse_requests_total") - req0) / float64(n), FetchP50ms: float64(fetchMedian(body).Microseconds()) / 1000})
 				fmt.Fprintf(os.Stderr, "%-36s metrics: %s\n", r+"/"+spec.Name, metricsSummary(scrape(b, murl)))
 				m.stop(b)
 			}

@@ -90,10 +90,15 @@ func BenchmarkFilesystemRead(b *testing.B) {
 			paths = append(paths, filepath.Join(epoch, l))
 		}
 		cpuBefore, self0 := daemonCPU(b, m), selfCPU(b)
+		req0 := sumMetric(scrape(b, url), "cassfs_fuse_requests_total")
 		mountCold, mountColdMB := readAll(b, paths, readers)
 		mountCPU := (daemonCPU(b, m) - cpuBefore).Seconds() / float64(len(paths))
 		mountReaderCPU := (selfCPU(b) - self0).Seconds() / float64(len(paths))
-		fetches, _ := metricValue(scrape(b, url), "cassfs_fetch_seconds_count")
+		body := scrape(b, url)
+		fetches, _ := metricValue(body, "cassfs_fetch_seconds_count")
+		coldRequests := (sumMetric(body, "cassfs_fuse_requests_total") - req0) / float64(len(paths))
+		b.ReportMetric(coldRequests, "mount-cold-requests/file")
+		b.ReportMetric(float64(fetchMedian(body).Microseconds())/1000, "mount-cold-fetch-p50-ms")
 		mountWarm, mountWarmMB := readAll(b, paths, readers)
 		m.stop(b)
 

@@ -222,3 +222,28 @@ func rssBound(t testing.TB, cache, samples int) float64 {
 	overhead := testkit.Must(strconv.Atoi(m[2]))(t)
 	return float64(cache + samples*perSample + overhead<<20)
 }
+
+// fetchMedian is the median database fetch latency of the mount whose metrics body holds,
+// from the cassfs_fetch_seconds histogram, interpolated within the bucket the middle fetch
+// falls in as Prometheus's histogram_quantile does (0 without fetches).
+func fetchMedian(body string) time.Duration {
+	type bucket struct{ le, n float64 }
+	var bs []bucket
+	for _, m := range regexp.MustCompile(`(?m)^cassfs_fetch_seconds_bucket\{le="([^"]+)"\} (\S+)$`).FindAllStringSubmatch(body, -1) {
+		le, err1 := strconv.ParseFloat(m[1], 64)
+		n, err2 := strconv.ParseFloat(m[2], 64)
+		if err1 != nil || err2 != nil {
+			continue // +Inf
+		}
+		bs = append(bs, bucket{le, n})
+	}
+	total, _ := metricValue(body, "cassfs_fetch_seconds_count")
+	var lower, below float64
+	for _, b := range bs {
+		if total > 0 && b.n >= total/2 {
+			return time.Duration((lower + (b.le-lower)*(total/2-below)/(b.n-below)) * float64(time.Second))
+		}
+		lower, below = b.le, b.n
+	}
+	return 0
+}

@@ -213,10 +213,14 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
-	}, func(e *view.Epoch, dir string, label int) {
+	}, func(e *view.Epoch, dir string, label, after int) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
-		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
+		hint := "" // the name of the last chunk's after which the helper looks at (dirStreams.next)
+		if after >= 0 {
+			hint = e.NameAt(uint32(after), false)
+		}
+		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"/"+hint+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
 	return append(lines, nearing...), waiting
@@ -301,8 +305,8 @@ func (la *lookahead) answers(in io.Reader) {
 // ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
 // looks each path up under root with workers threads (one lookup at a time each), and
 // writes "<seq>\n" to out once the lookup returned, found or not; "L<seq> <dir>" lists dir
-// to its end, "S<seq> <dir>" reads one chunk further of dir (answered "S<seq> 1", or
-// "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
+// to its end, "S<seq> <dir>/<name>" reads one chunk further of dir after a look at the
+// name its last chunk brought, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
 // or "?"). It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
@@ -315,7 +319,7 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	defer unix.Close(dir)
 	base := path.Base(root) + "/"
 	reqs := make(chan string, 1024)
-	streams := &dirStreams{fds: map[string]int{}}
+	streams := &dirStreams{fds: map[string]*dirStream{}}
 	defer streams.closeAll()
 	var wmu sync.Mutex
 	w := bufio.NewWriter(out)
@@ -336,7 +340,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 					seq = list
 					listDir(dir, base+p, buf)
 				} else if strings.HasPrefix(seq, "S") {
-					seq += " " + streams.next(dir, base+p, buf[:streamChunk])
+					d, hint := path.Split(base + p)
+					seq += " " + streams.next(dir, d, hint, buf[:streamChunk])
 				} else if strings.HasPrefix(seq, "C") {
 					seq += " " + cachedWhole(dir, base+p)
 				} else {
@@ -425,50 +430,82 @@ const streamChunk = 16 << 10
 // dirStreams are the directories the helper reads a chunk at a time, open between chunks.
 type dirStreams struct {
 	mu  sync.Mutex
-	fds map[string]int // by path; guarded by mu
+	fds map[string]*dirStream // by path; guarded by mu
+}
+
+type dirStream struct {
+	fd   int
+	busy bool // a chunk is being read: not closed meanwhile; guarded by dirStreams.mu
 }
 
 // next reads one chunk further of directory p under dir into buf: "1", or "0" at its end
-// (or where it cannot be read), when it is closed. Chunks are read one at a time (under
-// mu): a descriptor is never closed while read, and a chunk is one request to the daemon.
-func (d *dirStreams) next(dir int, p string, buf []byte) string {
+// (or where it cannot be read), when it is closed. One chunk of a directory is asked for at
+// a time; chunks of different directories are read at once, each one request to the daemon.
+//
+// The mount lets the kernel choose READDIRPLUS or a plain READDIR (readdirplus_auto): past
+// a directory's first chunk it sends READDIRPLUS only when something in the directory was
+// looked up since the last (FUSE_I_ADVISE_RDPLUS, fuse_use_readdirplus in
+// fs/fuse/readdir.c), and a plain chunk would bind nothing. So, first, the helper looks at
+// hint, an entry the last chunk brought: the kernel has its name from READDIRPLUS, so the
+// look sends nothing to the daemon, but the first revalidation of such an entry advises
+// READDIRPLUS for its directory (FUSE_I_INIT_RDPLUS, fuse_dentry_revalidate in
+// fs/fuse/dir.c).
+func (d *dirStreams) next(dir int, p, hint string, buf []byte) string {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	fd, ok := d.fds[p]
+	s, ok := d.fds[p]
 	if !ok {
 		if len(d.fds) >= 4096 {
 			// Directories of views left behind: reopened from the start if wanted again
 			// (the kernel's cache of the directory answers what was read).
-			d.closeAllLocked()
+			d.closeIdleLocked()
 		}
-		var err error
-		if fd, err = unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			d.mu.Unlock()
 			return "0"
 		}
-		d.fds[p] = fd
+		s = &dirStream{fd: fd}
+		d.fds[p] = s
 	}
-	n, err := unix.Getdents(fd, buf)
+	if s.busy {
+		d.mu.Unlock()
+		return "1" // asked again before the last chunk was read: nothing read now
+	}
+	s.busy = true
+	d.mu.Unlock()
+	if hint != "" {
+		var st unix.Stat_t
+		for unix.Fstatat(dir, p+hint, &st, unix.AT_SYMLINK_NOFOLLOW) == syscall.EINTR {
+		}
+	}
+	n, err := unix.Getdents(s.fd, buf)
 	for err == syscall.EINTR {
-		n, err = unix.Getdents(fd, buf)
+		n, err = unix.Getdents(s.fd, buf)
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.busy = false
 	if err == nil && n > 0 {
 		return "1"
 	}
 	delete(d.fds, p)
-	unix.Close(fd)
+	unix.Close(s.fd)
 	return "0"
 }
 
 func (d *dirStreams) closeAll() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.closeAllLocked()
+	d.closeIdleLocked()
 }
 
-func (d *dirStreams) closeAllLocked() {
-	for p, fd := range d.fds {
-		unix.Close(fd)
-		delete(d.fds, p)
+// closeIdleLocked closes every stream not being read.
+func (d *dirStreams) closeIdleLocked() {
+	for p, s := range d.fds {
+		if !s.busy {
+			unix.Close(s.fd)
+			delete(d.fds, p)
+		}
 	}
 }
 

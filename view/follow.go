@@ -67,6 +67,7 @@ type followed struct {
 	retry    []int      // per label: the index from which a declined listing is tried again
 	want     []int      // per label, streamed: the furthest index within Distance wanting the stream
 	streamed []int      // per label, streamed: the furthest index its chunks brought
+	node     []int      // per label, streamed: the last index its chunks looked up (-1: none)
 	lookups  int        // readers' own lookups in the view
 	near     int        // Nearing has passed the names before this index
 	random   bool       // a reader looked up a name far behind the others: no looking ahead
@@ -125,9 +126,9 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 		n := len(e.set.classNames)
 		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
 		if f.opts.Stream {
-			a.want, a.streamed = make([]int, n), make([]int, n)
+			a.want, a.streamed, a.node = make([]int, n), make([]int, n), make([]int, n)
 			for l := range n {
-				a.want[l], a.streamed[l] = -1, -1
+				a.want[l], a.streamed[l], a.node[l] = -1, -1, -1
 			}
 		}
 		f.views[e.Key] = a
@@ -151,9 +152,10 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 // Next finds what may be looked up ahead now in every view followed: lookup is called for
 // each name (index k of view e, in directory dir), list for each class directory to list
 // whole, stream for each class directory to read a chunk further of (FollowOptions.Stream;
-// nil without). waiting reports that some name the readers want next waits for its sample,
+// nil without), with after the index of a name its last chunk looked up (-1 before the
+// first). waiting reports that some name the readers want next waits for its sample,
 // or for a pending listing: the caller asks again shortly.
-func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list, stream func(e *Epoch, dir string, label int)) (waiting bool) {
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label, after int)) (waiting bool) {
 	for _, a := range f.views {
 		if a.random || a.lookups < 2*f.opts.Every {
 			continue // not (yet) readers walking the epoch in order
@@ -203,7 +205,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		for label, st := range a.listed {
 			if st == streamIdle && a.want[label] > a.streamed[label] {
 				a.listed[label] = streamPending
-				stream(a.e, a.dir, label)
+				stream(a.e, a.dir, label, a.node[label])
 			}
 		}
 	}
@@ -237,13 +239,18 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	if a == nil || a.e != e {
 		return false
 	}
-	if label := e.set.ix.Label(e.Order[k]); a.listed[label] == streamPending {
+	label := e.set.ix.Label(e.Order[k])
+	streaming := a.listed[label] == streamPending
+	if streaming {
 		a.streamed[label] = max(a.streamed[label], int(k))
 	}
-	if f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every {
+	if f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every || !a.sent.Add(k) {
 		return false
 	}
-	return a.sent.Add(k)
+	if streaming {
+		a.node[label] = int(k)
+	}
+	return true
 }
 
 // Listed records that the listing of class label's directory of view key was answered.

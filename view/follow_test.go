@@ -216,12 +216,16 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	x := newFollowFixture(t, 300)
 	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Stream: true})
 	none := func(uint32) bool { return false }
+	lastNode := map[int]int{0: -1, 1: -1, 2: -1}
 	next := func(held func(uint32) bool) (looked, streamed []int) {
 		x.f.Next(held, func(e *Epoch, dir string, k uint32) { looked = append(looked, int(k)) },
 			func(e *Epoch, dir string, label int) { t.Errorf("class %d listed whole, none held", label) },
-			func(e *Epoch, dir string, label int) {
+			func(e *Epoch, dir string, label, after int) {
 				if e != x.e || dir != "all/epoch-0" {
 					t.Fatalf("stream of another view")
+				}
+				if after != lastNode[label] {
+					t.Errorf("class %d streamed on after %d, want after %d (the last name its chunks looked up)", label, after, lastNode[label])
 				}
 				streamed = append(streamed, label)
 			})
@@ -243,6 +247,7 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	for _, k := range members[:12] {
 		if x.f.ListEntry(x.e, k) {
 			got = append(got, int(k))
+			lastNode[0] = int(k)
 		}
 		if k%8 != 0 && k > 15+8 {
 			want = append(want, int(k))

@@ -1,0 +1,57 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+)
+
+// TestColdEpochNamesKnownAhead: a cold first epoch read in file_list order, by the Go reader
+// (16 goroutines) and by DALI fn.readers.file, sends the daemon few requests per file: the
+// class directories are read ahead of the readers a chunk at a time (READDIRPLUS), each
+// blob is pushed into the page cache as it arrives, and what reaches the daemon is the
+// readers' own lookups until the first chunks came (the first 64 names and those read
+// meanwhile), then their probes (one name in 32), the chunks, and READs of files read
+// before their blob came. Without the chunks every name costs a LOOKUP (1.00 per file),
+// and 0.6–1.2 READs per file came besides. On this small dataset (1,200 files) the start
+// weighs: 0.24–0.40 requests per file were seen, 0.12–0.15 of them LOOKUPs; over 4,000
+// files of ~110 KB, 0.17 (bench/history/journal.md). Where the chunks after a directory's
+// first came as plain READDIRs (binding nothing), DALI sent up to 1.3 per file, 0.64 of
+// them LOOKUPs. Every sample once, with its label and the source's bytes.
+func TestColdEpochNamesKnownAhead(t *testing.T) {
+	d, err := generate(t, t.TempDir(), newDataset(t, "cold"), hosts, "--count", "1200", "--classes", "4", "--mean-size", "20000", "--seed", "11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []string{"go", "dali"} {
+		m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0")
+		url := metricsURL(t, m)
+		dropPageCache(t)
+		before := scrape(t, url)
+		root := filepath.Join(m.dir, "all", "epoch-0")
+		var items []readSample
+		switch reader {
+		case "go":
+			items = readEpochGo(t, d, root, 16)
+		case "dali":
+			_, items = readDALI(t, d, "--file-list", filepath.Join(root, "file_list.txt"))
+		}
+		expectEachOnce(t, d, reader, items)
+		after := scrape(t, url)
+		per := func(op string) float64 {
+			re := `cassfs_fuse_requests_total\{op="` + op + `"\}`
+			a, _ := metricValue(after, re)
+			b, _ := metricValue(before, re)
+			return (a - b) / float64(len(items))
+		}
+		all := (sumMetric(after, "cassfs_fuse_requests_total") - sumMetric(before, "cassfs_fuse_requests_total")) / float64(len(items))
+		detail := fmt.Sprintf("lookup %.3f, readdirplus %.3f, read %.3f", per("lookup"), per("readdirplus"), per("read"))
+		t.Logf("%s, cold epoch: %.3f requests per file (%s)", reader, all, detail)
+		if all > 0.6 || per("lookup") > 0.25 || per("readdirplus") == 0 {
+			t.Errorf("%s, cold epoch: %.3f requests per file (%s); want at most 0.6, at most 0.25 LOOKUPs, and the class directories read in chunks", reader, all, detail)
+		}
+		m.stop(t)
+	}
+}
