@@ -108,12 +108,13 @@ func TestPushedEpochsSendNoReads(t *testing.T) {
 	}
 	t.Logf("epoch 2, per file: lookup %.3f, read %.3f, open %.3f, release %.3f, flush %.3f, getattr %.3f",
 		per("lookup"), per("read"), per("open"), per("release"), per("flush"), per("getattr"))
-	// Every file's name is looked up. A few are counted twice in some runs (up to 26 of
+	// Every file's name is looked up. Some are counted twice in some runs (up to 26 of
 	// 300 seen, with the names' LOOKUPs each sent once: no name is in the debug log's
-	// LOOKUPs twice; the extra counts come with the helper's listings); the LOOKUP requests
-	// are held to one per file below.
-	if files < sharedCount || files > sharedCount*11/10 {
-		t.Errorf("%v sample lookups for an epoch of %d files, want %d to %d", files, sharedCount, sharedCount, sharedCount*11/10)
+	// LOOKUPs twice; the extra counts come with the helper's listings, and up to 52 with
+	// the chunks of class directories read ahead, whose entries a reader looked up
+	// meanwhile are linked again); the LOOKUP requests are held to one per file below.
+	if files < sharedCount || files > sharedCount*6/5 {
+		t.Errorf("%v sample lookups for an epoch of %d files, want %d to %d", files, sharedCount, sharedCount, sharedCount*6/5)
 	}
 	// Beside one per file: the epoch directory, its class directories and file_list.txt.
 	if dirs := after["lookup"] - before["lookup"] - files; dirs > float64(len(d.ix.Labels())+2) {

@@ -54,7 +54,7 @@ func TestStreamedFirstEpoch(t *testing.T) {
 		t.Run(map[bool]string{false: "strict", true: "arrival"}[arrival], func(t *testing.T) {
 			const n, every = 400, 16
 			f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
-			mnt, fsys, _, stop := lookaheadMountWith(t, f, arrival, cfs.LookaheadOptions{Distance: 64, Every: every, Stream: true})
+			mnt, fsys, _, stop := lookaheadMountWith(t, f, arrival, cfs.LookaheadOptions{Distance: 64, Every: every, Stream: func() bool { return true }})
 			defer stop()
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0"))
 			req := fsys.RequestStats()

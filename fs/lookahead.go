@@ -27,9 +27,10 @@ type LookaheadOptions struct {
 	// Every leaves one name in Every to the readers (default 32): a lookup of theirs per
 	// Every files is how the daemon follows their progress.
 	Every int
-	// Stream reads the directories of classes not wholly at hand a chunk at a time ahead
-	// of the readers (view.FollowOptions.Stream; "Streamed class directories" above).
-	Stream bool
+	// Stream, if set, says whether the directory of a class not wholly at hand is read a
+	// chunk at a time ahead of the readers (view.FollowOptions.Stream; "Streamed class
+	// directories" above).
+	Stream func() bool
 }
 
 // lookahead feeds the helper process and follows the readers.
@@ -60,7 +61,8 @@ type lookahead struct {
 	queued             []string // lines for the helper besides next's
 	// Resident files asked about as they near the readers (residency.go), by sequence
 	// number, not answered yet; guarded by mu.
-	nearing map[uint64]check
+	nearing          map[uint64]check
+	nearOf, nearGone int // looks at nearing files in this batch (nearBatch), and found short; guarded by mu
 	// A rewind of the prefetcher is due for files found short (residency.go).
 	rewindDue atomic.Bool
 	// The helper cannot look at the page cache: nearing files are not asked about.

@@ -96,6 +96,10 @@ func (la *lookahead) checkNearing() []string {
 	return lines
 }
 
+// nearBatch is how many looks at files nearing the readers are counted together: more
+// than half of them short is a page cache dropped as a whole.
+const nearBatch = 32
+
 // checkedNearing handles the answer to a look at a resident file nearing the readers (if
 // seq is one: ok): one found short is unmarked, and the prefetcher told to look again.
 func (la *lookahead) checkedNearing(seq uint64, verdict string) (ok bool) {
@@ -110,8 +114,30 @@ func (la *lookahead) checkedNearing(seq uint64, verdict string) (ok bool) {
 		return false
 	}
 	switch verdict {
-	case "1":
-	case "0":
+	case "1", "0":
+		// Most of the files looked at short: the page cache was dropped or reclaimed as a
+		// whole (drop_caches, memory pressure), not a page here and there, and every mark
+		// goes, as checked concludes. The READs that would tell it otherwise never come:
+		// the files nearing the readers are unmarked before they are read.
+		la.mu.Lock()
+		la.nearOf++
+		if verdict == "0" {
+			la.nearGone++
+		}
+		whole := false
+		if la.nearOf >= nearBatch {
+			whole = 2*la.nearGone > la.nearOf
+			la.nearOf, la.nearGone = 0, 0
+		}
+		la.mu.Unlock()
+		if whole {
+			la.f.push.checkedGone.Add(1)
+			la.f.forgetResident()
+			break
+		}
+		if verdict == "1" {
+			break
+		}
 		la.f.resident.Put(c.i, false)
 		la.f.push.checkedGone.Add(1)
 		if la.rewindDue.CompareAndSwap(false, true) {

@@ -22,6 +22,7 @@ func TestResidencyCheckedBeforeForgetting(t *testing.T) {
 	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
 		t.Skip("no cachestat (Linux 6.5+)")
 	}
+	testkit.LockCaches(t, false) // it counts on the page cache
 	const n, every = 256, 32
 	f := newFixture(t, n, []string{"a", "b"}, memstore.Options{})
 	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
@@ -68,8 +69,10 @@ func TestResidencyCheckedBeforeForgetting(t *testing.T) {
 	readDropped()
 	settle(t, func() int64 { return fsys.PushStats().Checks })
 	s := fsys.PushStats()
-	if s.Checks != 1 || s.CheckedGone != int64(len(gone)) || s.Reclaims != 0 {
-		t.Fatalf("after five files ahead were paged out: %+v, want 1 check finding %d gone and no reclaim", s, len(gone))
+	// Found by the check or, some of them, by the looks at files nearing the reader; the
+	// machine's proactive reclaim (DAMON's pageout) may take a page of another file.
+	if s.Checks != 1 || s.CheckedGone < int64(len(gone)) || s.CheckedGone > int64(len(gone))+2 || s.Reclaims != 0 {
+		t.Fatalf("after five files ahead were paged out: %+v, want 1 check, %d found gone and no reclaim", s, len(gone))
 	}
 	// Told, so that a prefetcher that passed them over as resident looks again.
 	settle(t, pagesGone.Load)

@@ -341,6 +341,28 @@ func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server
 	return m.serve(ctx, mountpoint, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.ServeFD(fd, mountpoint, m.FS, mo) })
 }
 
+// streamBelow is the fetch latency below which the class directories of a cold epoch are
+// read ahead of the readers a chunk at a time (fs.LookaheadOptions.Stream), their names
+// bound then, in the order the prefetcher fetches. Where fetches come back that fast, the
+// daemon's CPU per sample is what a cold epoch waits for, and names known ahead save a
+// LOOKUP and most READs per file; over a long link a reader waits for its fetch instead,
+// and arrival binding, which gives a name whatever sample came first, hides the slow ones
+// (DALI read a cold epoch 11–20% slower at 150 ms with names streamed:
+// bench/history/journal.md, "a cold epoch's names known ahead"). Not 20 ms: at a 0.1 ms
+// link the estimate has been seen from 2 to over 20 ms, the first fetches and the probes
+// measuring the readers' queue at the database too.
+const streamBelow = 50 * time.Millisecond
+
+// streamNames reports whether class directories are streamed now (streamBelow): the
+// prefetcher's latency estimate, once it has one.
+func (m *Mount) streamNames() bool {
+	if m.prefetcher == nil {
+		return false
+	}
+	d := m.prefetcher.Latency()
+	return d > 0 && d < streamBelow
+}
+
 // serve serves m at dir with the server start returns, mounted or handed over.
 func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptions) (fuseServer, error)) (*Server, error) {
 	s := &Server{Dir: dir, m: m, served: make(chan struct{})}
@@ -348,7 +370,7 @@ func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptio
 	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
 	// connection alive for that moment, its requests then aborted instead of refused.
 	if m.looksAhead() {
-		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead, Stream: true}, m.log)
+		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead, Stream: m.streamNames}, m.log)
 		if err != nil {
 			m.log.Warn("names will not be looked up ahead of the readers", "err", err)
 		} else {

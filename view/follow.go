@@ -51,8 +51,10 @@ type FollowOptions struct {
 	Distance int
 	// Every leaves one name in Every to the readers (default 32).
 	Every int
-	// Stream streams the directories of classes not wholly held (see above).
-	Stream bool
+	// Stream, if set, says whether the directory of a class not wholly held is streamed
+	// (see above): asked as a class is first met in a view, and as a declined one is tried
+	// again.
+	Stream func() bool
 }
 
 // followed is one epoch view a Follower follows.
@@ -125,11 +127,9 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 		}
 		n := len(e.set.classNames)
 		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
-		if f.opts.Stream {
-			a.want, a.streamed, a.node = make([]int, n), make([]int, n), make([]int, n)
-			for l := range n {
-				a.want[l], a.streamed[l], a.node[l] = -1, -1, -1
-			}
+		a.want, a.streamed, a.node = make([]int, n), make([]int, n), make([]int, n)
+		for l := range n {
+			a.want[l], a.streamed[l], a.node[l] = -1, -1, -1
 		}
 		f.views[e.Key] = a
 	}
@@ -185,7 +185,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 				if held != nil && allHeld(a.e, label, held) {
 					a.listed[label] = listPending
 					list(a.e, a.dir, label)
-				} else if f.opts.Stream {
+				} else if f.opts.Stream != nil && f.opts.Stream() {
 					a.listed[label] = streamIdle
 					continue // the branch above, now
 				}
@@ -284,9 +284,9 @@ func (f *Follower) Epoch(key Key) (*Epoch, bool) {
 // a listing) as they come within Distance of the readers' head, in order: the files the
 // readers reach next, early enough to bring back what they lost since (package fs looks at
 // the page cache for those marked resident). It stops at the first name not looked up
-// ahead yet beyond Every of the head, and goes on from there next time; names within Every
-// of the head that were never looked up ahead (a listing leaves them to the readers) are
-// passed.
+// ahead yet beyond Every of the head, or at a name whose class's listing is not answered
+// yet, and goes on from there next time; names within Every of the head that were never
+// looked up ahead (a listing leaves them to the readers) are passed.
 func (f *Follower) Nearing(fn func(e *Epoch, dir string, k uint32)) {
 	for _, a := range f.views {
 		if a.random || a.lookups < 2*f.opts.Every {
@@ -295,6 +295,9 @@ func (f *Follower) Nearing(fn func(e *Epoch, dir string, k uint32)) {
 		k := max(a.near, a.head+1)
 		for end := min(a.head+1+f.opts.Distance, len(a.e.Order)); k < end; k++ {
 			if a.sent.Has(uint32(k)) {
+				if l := a.listed[a.e.set.ix.Label(a.e.Order[k])]; l == listPending || l == streamPending {
+					break // the kernel may not have the name yet: a look would look it up
+				}
 				fn(a.e, a.dir, uint32(k))
 			} else if !f.IsProbe(a.e, uint32(k)) && k > a.head+f.opts.Every {
 				break

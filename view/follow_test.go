@@ -214,7 +214,7 @@ func TestFollowerNearing(t *testing.T) {
 // for again.
 func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	x := newFollowFixture(t, 300)
-	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Stream: true})
+	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Stream: func() bool { return true }})
 	none := func(uint32) bool { return false }
 	lastNode := map[int]int{0: -1, 1: -1, 2: -1}
 	next := func(held func(uint32) bool) (looked, streamed []int) {
