@@ -270,3 +270,39 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 		t.Errorf("after class 0's chunk and class 1's end: streamed %v, want [0]", streamed)
 	}
 }
+
+// TestFollowerNearingWaitsForListings: a name a pending listing looked up ahead is not
+// yielded until the listing is answered (the kernel may not have it yet, and a look at it
+// would send a LOOKUP), then it is.
+func TestFollowerNearingWaitsForListings(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	x.readers(0, 16)
+	_, listed, _ := x.next(func(uint32) bool { return true })
+	if len(listed) == 0 {
+		t.Fatal("everything held: no class listed")
+	}
+	label := listed[0]
+	var entry uint32
+	for _, k := range x.e.ByClass[label] {
+		if int(k) > 15+8 && int(k) < 15+40 && !x.f.IsProbe(x.e, k) && x.f.ListEntry(x.e, k) {
+			entry = k
+			break
+		}
+	}
+	if entry == 0 {
+		t.Fatal("no entry of the listing within Distance")
+	}
+	near := func() (ks []uint32) {
+		x.f.Nearing(func(_ *Epoch, _ string, k uint32) { ks = append(ks, k) })
+		return ks
+	}
+	if ks := near(); slices.Contains(ks, entry) {
+		t.Errorf("index %d of a listing not answered yet yielded: %v", entry, ks)
+	}
+	for _, l := range listed {
+		x.f.Listed(x.e.Key, l)
+	}
+	if ks := near(); !slices.Contains(ks, entry) {
+		t.Errorf("listing answered: index %d not yielded (%v)", entry, ks)
+	}
+}
