@@ -204,7 +204,10 @@
 // unmarked and the prefetcher rewound (Config.PagesGone), which brings it back and pushes
 // it before its reader gets there. A look is an open, a cachestat and a close in the
 // helper, no request to the daemon (the kernel has the name, and OPEN is answered ENOSYS).
-// Where the helper cannot tell (no cachestat), files are not looked at.
+// More than half of a batch of looks (nearBatch) finding files short is a page cache
+// dropped as a whole, and every mark is forgotten as for a reclaim: the READs that would
+// tell one no longer come, the files nearing the readers being unmarked before they are
+// read. Where the helper cannot tell (no cachestat), files are not looked at.
 //
 // # Ps for the work, beside go-fuse's waiting readers
 //

@@ -218,7 +218,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 	}, func(e *view.Epoch, dir string, label, after int) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
-		hint := "" // the name of the last chunk's after which the helper looks at (dirStreams.next)
+		hint := "" // a name the last chunk brought, which the helper looks at first (dirStreams.next)
 		if after >= 0 {
 			hint = e.NameAt(uint32(after), false)
 		}
