@@ -18,13 +18,8 @@ import (
 // paged out (a proactive reclaim) are unmarked alone, a page cache dropped whole makes every
 // mark go, as without the helper.
 func TestResidencyCheckedBeforeForgetting(t *testing.T) {
-	var cs unix.Cachestat_t
-	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
-		t.Skip("no cachestat (Linux 6.5+)")
-	}
-	testkit.LockCaches(t, false) // it counts on the page cache
 	const n, every = 256, 32
-	f := newFixture(t, n, []string{"a", "b"}, memstore.Options{})
+	f := residencyFixture(t, n)
 	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
 	defer stop()
 	e0, e1 := epochPaths(t, mnt, "0"), epochPaths(t, mnt, "1")
@@ -122,13 +117,8 @@ func settle(t *testing.T, v func() int64) {
 // their readers in the next epoch: unmarked, the prefetcher told, and pushed again before
 // the reader gets there, so that no READ reaches the daemon for them.
 func TestResidentFilesNearingTheReadersAreLookedAt(t *testing.T) {
-	var cs unix.Cachestat_t
-	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
-		t.Skip("no cachestat (Linux 6.5+)")
-	}
-	testkit.LockCaches(t, false) // it counts on the page cache
 	const n, every = 256, 32
-	f := newFixture(t, n, []string{"a", "b"}, memstore.Options{})
+	f := residencyFixture(t, n)
 	var rewind func()
 	mnt, fsys, p, stop := lookaheadMount(t, f, false, every, func(c *cfs.Config) {
 		c.PagesGone = func() { pagesGone.Add(1); rewind() }
@@ -170,4 +160,16 @@ func TestResidentFilesNearingTheReadersAreLookedAt(t *testing.T) {
 	if r := fsys.RequestStats()["read"] - reads; r >= int64(len(gone)) {
 		t.Errorf("%d READs reached the daemon in epoch 1: the files paged out were not pushed again ahead of the reader", r)
 	}
+}
+
+// residencyFixture is a fixture of n samples in two classes for a test that looks at the
+// page cache: skipped without cachestat (Linux 6.5+), and holding the machine's caches.
+func residencyFixture(t *testing.T, n int) *fixture {
+	t.Helper()
+	var cs unix.Cachestat_t
+	if err := unix.Cachestat(uint(os.Stdin.Fd()), &unix.CachestatRange{}, &cs, 0); err == unix.ENOSYS {
+		t.Skip("no cachestat (Linux 6.5+)")
+	}
+	testkit.LockCaches(t, false) // it counts on the page cache
+	return newFixture(t, n, []string{"a", "b"}, memstore.Options{})
 }
