@@ -121,21 +121,6 @@ func finalScanError(err error) bool {
 // scanPage reads one page of r: at most r.Page rows of tokens (r.From, r.To], in token
 // order, handing each to fn.
 func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols []string, r scanRange, fn func(store.Sample) error) pageResult {
-	res := pageResult{Last: r.From}
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	defer release()
-	// No partition key: any node coordinates the range (see routing).
-	rctx = context.WithValue(rctx, anyNode{}, true)
-	// One request: LIMIT and the page size are the same, and the loop below stops at the
-	// limit, so a paging state the node may send back is never followed (Prefetch 0: no
-	// page is fetched ahead either).
-	// LOCAL_QUORUM, as writes are: a scan sees every write that completed before it,
-	// which an index snapshot built from it must (store's "Index snapshots").
-	iter := c.session.Query(q, r.From, r.To, r.Page).WithContext(rctx).Consistency(gocql.LocalQuorum).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
 	var (
 		token    int64
 		id       gocql.UUID
@@ -161,12 +146,13 @@ func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols 
 		meta[i] = new(string)
 		dest = append(dest, meta[i])
 	}
-	for res.Rows < r.Page && iter.Scan(dest...) {
+	// LOCAL_QUORUM, as writes are: a scan sees every write that completed before it,
+	// which an index snapshot built from it must (store's "Index snapshots").
+	query := func() *gocql.Query { return c.session.Query(q, r.From, r.To, r.Page).Consistency(gocql.LocalQuorum) }
+	return c.readPage(ctx, r, query, &token, dest, func() error {
 		s := store.Sample{ID: uuid.UUID(id), Label: label, Name: name, Size: size}
 		if len(checksum) != len(s.Checksum) {
-			iter.Close()
-			res.Err = fmt.Errorf("%w: sample %s (%s) has a %d-byte checksum, want %d", errBadRow, s.ID, name, len(checksum), len(s.Checksum))
-			return res
+			return fmt.Errorf("%w: sample %s (%s) has a %d-byte checksum, want %d", errBadRow, s.ID, name, len(checksum), len(s.Checksum))
 		}
 		copy(s.Checksum[:], checksum)
 		if crc32c != nil {
@@ -175,9 +161,7 @@ func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols 
 		crc32c = nil
 		if tCRC != nil {
 			if len(tSum) != sha256.Size {
-				iter.Close()
-				res.Err = fmt.Errorf("%w: sample %s (%s) has a %d-byte target checksum, want %d", errBadRow, s.ID, name, len(tSum), sha256.Size)
-				return res
+				return fmt.Errorf("%w: sample %s (%s) has a %d-byte target checksum, want %d", errBadRow, s.ID, name, len(tSum), sha256.Size)
 			}
 			s.Target = &store.Target{Ext: tExt, Size: tSize, CRC32C: uint32(*tCRC)}
 			copy(s.Target.Checksum[:], tSum)
@@ -192,13 +176,35 @@ func (c *Store) scanPage(ctx context.Context, q string, crc, targets bool, cols 
 			}
 			*meta[i] = ""
 		}
-		if err := fn(s); err != nil {
+		return fn(s)
+	})
+}
+
+// readPage reads one page of a token-range scan, the query made by query (its bounds
+// r.From, r.To and its LIMIT r.Page): each row scanned into dest, whose first element is
+// token, then handed to row, whose error ends the page with it.
+func (c *Store) readPage(ctx context.Context, r scanRange, query func() *gocql.Query, token *int64, dest []any, row func() error) pageResult {
+	res := pageResult{Last: r.From}
+	rctx, release, err := c.acquire(ctx)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer release()
+	// No partition key: any node coordinates the range (see routing).
+	rctx = context.WithValue(rctx, anyNode{}, true)
+	// One request: LIMIT and the page size are the same, and the loop below stops at the
+	// limit, so a paging state the node may send back is never followed (Prefetch 0: no
+	// page is fetched ahead either).
+	iter := query().WithContext(rctx).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
+	for res.Rows < r.Page && iter.Scan(dest...) {
+		if err := row(); err != nil {
 			iter.Close()
 			res.Err = err
 			return res
 		}
 		res.Rows++
-		res.Last = token
+		res.Last = *token
 	}
 	if err := iter.Close(); err != nil {
 		res.Err = kinded(err)

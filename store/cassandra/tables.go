@@ -114,37 +114,19 @@ func (c *Store) Rows(ctx context.Context, t store.Table, cols []string, fn func(
 
 // rowsPage reads one page of a Rows scan.
 func (c *Store) rowsPage(ctx context.Context, q string, types []string, r scanRange, fn func([]*string) error) pageResult {
-	res := pageResult{Last: r.From}
-	rctx, release, err := c.acquire(ctx)
-	if err != nil {
-		res.Err = err
-		return res
-	}
-	defer release()
-	rctx = context.WithValue(rctx, anyNode{}, true)
-	iter := c.session.Query(q, r.From, r.To, r.Page).WithContext(rctx).Idempotent(true).PageSize(r.Page).Prefetch(0).Iter()
 	var token int64
 	dest := []any{&token}
 	for _, t := range types {
 		dest = append(dest, newDest(t))
 	}
-	for res.Rows < r.Page && iter.Scan(dest...) {
+	query := func() *gocql.Query { return c.session.Query(q, r.From, r.To, r.Page) }
+	return c.readPage(ctx, r, query, &token, dest, func() error {
 		vals := make([]*string, len(types))
 		for k := range types {
 			vals[k] = text(dest[k+1])
 		}
-		if err := fn(vals); err != nil {
-			iter.Close()
-			res.Err = err
-			return res
-		}
-		res.Rows++
-		res.Last = token
-	}
-	if err := iter.Close(); err != nil {
-		res.Err = kinded(err)
-	}
-	return res
+		return fn(vals)
+	})
 }
 
 // newDest returns where a value of CQL type t is scanned to: a pointer to a pointer, nil
