@@ -113,24 +113,9 @@ func splitTree(t *testing.T, root, dir string) map[string]*srcDataset {
 // the classes themselves).
 func sourceTree(t *testing.T, root string) *srcDataset {
 	t.Helper()
-	d := &srcDataset{root: root, sha: map[string]string{}, byHash: map[string]string{}}
-	err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		d.sha[rel], d.byHash[hex.EncodeToString(sum[:])] = hex.EncodeToString(sum[:]), rel
-		return nil
-	})
-	if err != nil {
+	d := &srcDataset{root: root}
+	var err error
+	if d.sha, d.byHash, err = hashTree(root); err != nil {
 		t.Fatal(err)
 	}
 	return d

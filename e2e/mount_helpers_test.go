@@ -121,7 +121,7 @@ func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string)
 	if r := cassfs(t, append([]string{"gen", "--out", dir, "--progress", "none"}, genArgs...)...); r.code != 0 {
 		return nil, errors.New("gen: " + r.String())
 	}
-	d := &srcDataset{name: name, root: filepath.Join(dir, "images"), sha: map[string]string{}, byHash: map[string]string{}}
+	d := &srcDataset{name: name, root: filepath.Join(dir, "images")}
 	dropKeyspaceOn(hosts, d.name)
 	rf := "1"
 	if len(hosts) >= 3 {
@@ -131,24 +131,8 @@ func generate(t testing.TB, dir, name string, hosts []string, genArgs ...string)
 		"--csv", filepath.Join(dir, "metadata.csv"), d.root); r.code != 0 {
 		return nil, errors.New("ingest: " + r.String())
 	}
-	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(d.root, p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		d.sha[rel] = hex.EncodeToString(sum[:])
-		d.byHash[d.sha[rel]] = rel
-		return nil
-	})
-	if err != nil {
+	var err error
+	if d.sha, d.byHash, err = hashTree(d.root); err != nil {
 		return nil, err
 	}
 	st, err := cassandra.Open(context.Background(), cassandra.Config{Hosts: hosts, Dataset: d.name, Timeout: 20 * time.Second})
@@ -472,4 +456,28 @@ func parallel(t testing.TB, p, n int, fn func(k int) error) {
 		}()
 	}
 	wg.Wait()
+}
+
+// hashTree is the SHA-256 (hex) of every file under root by its path relative to root, and
+// the inverse.
+func hashTree(root string) (sha, byHash map[string]string, err error) {
+	sha, byHash = map[string]string{}, map[string]string{}
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		sha[rel] = hex.EncodeToString(sum[:])
+		byHash[sha[rel]] = rel
+		return nil
+	})
+	return sha, byHash, err
 }
