@@ -26,7 +26,7 @@ func TestColdEpochNamesKnownAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, reader := range []string{"go", "dali"} {
-		m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0")
+		m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--stream-names")
 		url := metricsURL(t, m)
 		dropPageCache(t)
 		before := scrape(t, url)

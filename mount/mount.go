@@ -350,13 +350,16 @@ func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server
 // (DALI read a cold epoch 11–20% slower at 150 ms with names streamed:
 // bench/history/journal.md, "a cold epoch's names known ahead"). Not 20 ms: with it DALI
 // sent 0.96 requests per image over a 0.1 ms link, 0.14 with 50 ms; the estimate, 1.5–7.7
-// ms at the end of such epochs, starts from fetches that queued behind each other.
+// ms at the end of such epochs, starts from fetches that queued behind each other. Off by
+// default (--stream-names): a streamed name's reader waits for its own sample's fetch, a
+// frozen replica's too, where arrival binding hands it one that came (a read waited out a
+// 6 s freeze instead of the hedge's 1 s: e2e TestClusterNodeFailure).
 const streamBelow = 50 * time.Millisecond
 
-// streamNames reports whether class directories are streamed now (streamBelow): the
-// prefetcher's latency estimate, once it has one.
+// streamNames reports whether class directories are streamed now (--stream-names, and
+// streamBelow: the prefetcher's latency estimate, once it has one).
 func (m *Mount) streamNames() bool {
-	if m.prefetcher == nil {
+	if !m.opts.StreamNames || m.prefetcher == nil {
 		return false
 	}
 	d := m.prefetcher.Latency()

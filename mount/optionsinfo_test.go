@@ -84,7 +84,7 @@ func TestOptionsInfo(t *testing.T) {
 		"seed": "7", "epochs-listed": "3", "epoch-views": "2", "cache-size": "2GiB", "cache-dir": "/c", "cache-dir-size": "10GiB",
 		"prefetch": "100", "order": "strict", "prefetch-in-flight": "64", "max-background": "12", "pprof": "true",
 		"allow-other": "true", "debug-fuse": "true", "scan-index": "true", "splits": "train", "shard": "1/4",
-		"speculative-after": "250ms", "shard-pad": "true", "look-ahead": "0", "push": "false",
+		"speculative-after": "250ms", "shard-pad": "true", "look-ahead": "0", "push": "false", "stream-names": "true",
 	}
 	va := map[string]string{"dataset": "tiles"}
 	for _, oi := range OptionsInfo {
