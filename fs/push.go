@@ -30,18 +30,23 @@ type PushStats struct {
 	Checks, CheckedGone int64
 	// NearChecked counts resident files looked at as they neared the readers.
 	NearChecked int64
+	// ResidentReads counts the resident files READ all the same: their pages went after
+	// they were pushed or read whole, before the filesystem saw it.
+	ResidentReads int64
 }
 
 type pushCounters struct {
 	pushed, bytes, unknown, failed, resident, reclaims, overLimit atomic.Int64
 	suspect, suspectSince                                         atomic.Int64 // READs of resident files since suspectSince (Unix ns)
 	checks, checkedGone, nearChecked                              atomic.Int64 // residency.go
+	residentReads                                                 atomic.Int64
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
 	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(), OverLimit: f.push.overLimit.Load(),
-		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load(), NearChecked: f.push.nearChecked.Load()}
+		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load(), NearChecked: f.push.nearChecked.Load(),
+		ResidentReads: f.push.residentReads.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with
@@ -142,6 +147,7 @@ func (f *FS) reading(i uint32) {
 		return
 	}
 	f.resident.Put(i, false)
+	f.push.residentReads.Add(1)
 	now := time.Now().UnixNano()
 	if now-f.push.suspectSince.Load() > int64(reclaimWithin) {
 		f.push.suspectSince.Store(now)

@@ -268,8 +268,8 @@ func TestResidentSamplesAreNotPushedAgain(t *testing.T) {
 		testkit.Must(os.ReadFile(e1[k]))(t)
 		time.Sleep(1100 * time.Millisecond)
 	}
-	if s := fsys.PushStats(); s.Reclaims != 0 {
-		t.Errorf("two READs of resident samples a second apart: %+v, want no reclaim noticed", s)
+	if s := fsys.PushStats(); s.Reclaims != 0 || s.ResidentReads != 2 {
+		t.Errorf("two READs of resident samples a second apart: %+v, want no reclaim noticed, 2 resident files read", s)
 	}
 	// Pages reclaimed: READs of resident samples come at once; the ReclaimAfter-th within a
 	// second makes every sample pushed again, but the one it reads back. (A file read back
@@ -497,19 +497,26 @@ func TestListingPushesWhatTheKernelForgot(t *testing.T) {
 		testkit.Must(os.ReadFile(filepath.Join(root, name)))(t)
 	}
 	settle(t, func() int64 { return fsys.LookaheadStats().Answered + fsys.PushStats().Pushed })
-	var readAt []int // positions, not probes, whose files were READ
+	// The machine's proactive reclaim (DAMON's pageout) may take the pages of a file pushed
+	// here before its reader comes: READ as a resident file, or found by a look as it
+	// nears the reader and pushed again, in time or not. Those READs are not this test's.
+	settled := fsys.PushStats()
+	var readAt []int // positions, not probes, of files READ that were not pushed
 	for k := start; k < len(names); k++ {
-		before := fsys.RequestStats()["read"]
+		before, lost := fsys.RequestStats()["read"], fsys.PushStats().ResidentReads
 		testkit.Must(os.ReadFile(filepath.Join(root, names[k])))(t)
-		if fsys.RequestStats()["read"] > before && k%every != 0 && k > start+2*every {
+		if fsys.RequestStats()["read"] > before && fsys.PushStats().ResidentReads == lost && k%every != 0 && k > start+2*every {
 			readAt = append(readAt, k)
 		}
 	}
 	// Without the pushes once listed: the ~45 names the prefetcher had taken up. A stray
-	// READ or two comes now and then (1 run in 30 here) and is answered all the same.
-	if plus := fsys.RequestStats()["readdirplus"]; plus == 0 || len(readAt) > 2 {
-		t.Errorf("epoch 1 after the kernel forgot every inode: %d READDIRPLUS; READs at positions %v; want the class directories listed and no READ but the probes' (2 at most)", plus, readAt)
+	// READ or two comes now and then and is answered all the same.
+	s := fsys.PushStats()
+	found := s.CheckedGone - settled.CheckedGone
+	if plus := fsys.RequestStats()["readdirplus"]; plus == 0 || int64(len(readAt)) > 2+found {
+		t.Errorf("epoch 1 after the kernel forgot every inode: %d READDIRPLUS; READs at positions %v (%d files found paged out as they neared the reader); want the class directories listed and no READ but the probes' and those (2 more at most)", plus, readAt, found)
 	}
+	t.Logf("pushes %+v", s)
 }
 
 // epochNames returns the names of view root's file_list.txt, in order.

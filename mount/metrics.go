@@ -88,6 +88,8 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 			func() float64 { return float64(f.PushStats().CheckedGone) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_nearing_checked_total", Help: "Files marked as in the page cache looked at by the helper as they neared the readers (--push with --look-ahead; cachestat(2), Linux 6.5+)."},
 			func() float64 { return float64(f.PushStats().NearChecked) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_page_cache_resident_reads_total", Help: "Files marked as in the page cache READ all the same (--push): their pages went after they were pushed or read whole, before cassfs saw it (a reclaim)."},
+			func() float64 { return float64(f.PushStats().ResidentReads) }),
 		&requestsCollector{f: f},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_lookahead_names_total", Help: "Names looked up ahead of the readers by the helper process (--look-ahead)."},
 			func() float64 { return float64(f.LookaheadStats().Answered) }),
