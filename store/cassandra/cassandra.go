@@ -153,9 +153,10 @@ func (c *Config) defaults() {
 // Store is a store.Store on Apache Cassandra or ScyllaDB through gocql (v1 API, so the
 // shard-aware github.com/scylladb/gocql can replace it with a go.mod replace directive).
 type Store struct {
-	cfg     Config
-	session *gocql.Session
-	sem     chan struct{} // bounds requests in flight
+	cfg        Config
+	session    *gocql.Session
+	roundTrips *roundTrips   // the session's
+	sem        chan struct{} // bounds requests in flight
 	// prefetchs bounds the prefetches in flight of every mount of the session, below sem
 	// (PrefetchShare); shared by the stores of one Cluster.
 	prefetchs *inflight.Bound
@@ -183,11 +184,12 @@ var _ store.Store = (*Store)(nil)
 // (Config.MaxInFlight). Sessions name no keyspace (every statement names its dataset's),
 // so any dataset of the cluster can be read through one.
 type Cluster struct {
-	cfg       Config
-	session   *gocql.Session
-	policy    gocql.HostSelectionPolicy
-	sem       chan struct{}
-	prefetchs *inflight.Bound
+	cfg        Config
+	session    *gocql.Session
+	policy     gocql.HostSelectionPolicy
+	roundTrips *roundTrips
+	sem        chan struct{}
+	prefetchs  *inflight.Bound
 }
 
 // PrefetchShare is the share of Config.MaxInFlight that the prefetches of every mount
@@ -202,11 +204,11 @@ func Connect(cfg Config) (*Cluster, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("no Cassandra hosts given")
 	}
-	s, policy, err := newSession(cfg)
+	s, policy, rt, err := newSession(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Cluster{cfg: cfg, session: s, policy: policy, sem: make(chan struct{}, cfg.MaxInFlight), prefetchs: inflight.New(PrefetchShare(cfg.MaxInFlight))}, nil
+	return &Cluster{cfg: cfg, session: s, policy: policy, roundTrips: rt, sem: make(chan struct{}, cfg.MaxInFlight), prefetchs: inflight.New(PrefetchShare(cfg.MaxInFlight))}, nil
 }
 
 // Open opens dataset through the cluster's session; a missing dataset wraps
@@ -277,7 +279,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // open opens cfg.Dataset through cl's session.
 func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 	s, policy := cl.session, cl.policy
-	c := &Store{cfg: cfg, session: s, sem: cl.sem, prefetchs: cl.prefetchs}
+	c := &Store{cfg: cfg, session: s, roundTrips: cl.roundTrips, sem: cl.sem, prefetchs: cl.prefetchs}
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
 	var ksErr, colErr, nodeErr, attErr error
@@ -370,6 +372,12 @@ func (c *Store) countNodes(ctx context.Context) (int, error) {
 // (store/hedge) only helps with more than one: on a single node the second attempt goes
 // where the first is waiting.
 func (c *Store) Nodes() int { return c.nodes }
+
+// RoundTrip is the shortest time a query of the store's session took to be answered: about
+// the link's round trip, measured on the small queries of opening, which queue behind
+// nothing (blob reads, which can queue behind each other at a busy node, only ever lower
+// it); 0 before any answer.
+func (c *Store) RoundTrip() time.Duration { return time.Duration(c.roundTrips.least.Load()) }
 
 // PrefetchBound is the bound on prefetches in flight that every store of this store's
 // session shares (see PrefetchShare and package inflight).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cassfs/cassfs/store"
@@ -64,8 +65,10 @@ func (t *TLSConfig) config() (*tls.Config, error) {
 // holds the pool's one filling slot, so dials never pile up; each costs a connection attempt.
 const reconnectInterval = 250 * time.Millisecond
 
-func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
+func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, *roundTrips, error) {
 	cl := gocql.NewCluster(cfg.Hosts...)
+	rt := new(roundTrips)
+	cl.QueryObserver = rt
 	cl.Port = cfg.Port
 	// v1.7.0's protocol v5 support is beta and lacks v5 framing.
 	cl.ProtoVersion = 4
@@ -106,7 +109,7 @@ func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	if cfg.TLS != nil {
 		tc, err := cfg.TLS.config()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// EnableHostVerification: gocql otherwise skips verifying the chain as well.
 		cl.SslOpts = &gocql.SslOptions{Config: tc, EnableHostVerification: true}
@@ -116,9 +119,30 @@ func newSession(cfg Config) (*gocql.Session, gocql.HostSelectionPolicy, error) {
 	}
 	s, err := cl.CreateSession()
 	if err != nil {
-		return nil, nil, connectError(cfg, err)
+		return nil, nil, nil, connectError(cfg, err)
 	}
-	return s, policy, nil
+	return s, policy, rt, nil
+}
+
+// roundTrips keeps the shortest time any query of a session took to be answered: the
+// link's round trip plus the least a node's work can take, measured on the small queries a
+// store makes when it opens, before blob reads can queue behind each other (Store.RoundTrip).
+type roundTrips struct {
+	least atomic.Int64 // nanoseconds; 0 until the first answer
+}
+
+// ObserveQuery implements gocql.QueryObserver.
+func (r *roundTrips) ObserveQuery(_ context.Context, q gocql.ObservedQuery) {
+	if q.Err != nil {
+		return
+	}
+	d := max(int64(q.End.Sub(q.Start)), 1)
+	for {
+		least := r.least.Load()
+		if least != 0 && least <= d || r.least.CompareAndSwap(least, d) {
+			return
+		}
+	}
 }
 
 // routing is gocql's token-aware policy, except for queries whose context says they have no
@@ -135,12 +159,44 @@ type routing struct {
 // anyNode marks the context of a query that binds no partition key (a token-range scan).
 type anyNode struct{}
 
-// Pick implements gocql.HostSelectionPolicy.
+// Pick implements gocql.HostSelectionPolicy. The attempts of one read (store.Attempts: a
+// hedged read) ask different replicas first.
 func (r routing) Pick(q gocql.ExecutableQuery) gocql.NextHost {
 	if q != nil && q.Context().Value(anyNode{}) != nil {
 		return r.fallback.Pick(q)
 	}
-	return r.HostSelectionPolicy.Pick(q)
+	next := r.HostSelectionPolicy.Pick(q)
+	if q != nil {
+		if a := store.AttemptsOf(q.Context()); a != nil {
+			return unaskedFirst(next, a)
+		}
+	}
+	return next
+}
+
+// unaskedFirst yields next's hosts that no other attempt of the read asked, recording each
+// as asked, then the others: a second attempt goes to another replica where there is one,
+// and to the first one's where there is not. (The token-aware policy shuffles the replicas
+// of every query, so without this a hedge asks the stuck replica again one time in RF.)
+func unaskedFirst(next gocql.NextHost, a *store.Attempts) gocql.NextHost {
+	var later []gocql.SelectedHost
+	return func() gocql.SelectedHost {
+		for h := next(); h != nil; h = next() {
+			id := h.Info().HostID()
+			if a.WasAsked(id) {
+				later = append(later, h)
+				continue
+			}
+			a.Asked(id)
+			return h
+		}
+		if len(later) == 0 {
+			return nil
+		}
+		h := later[0]
+		later = later[1:]
+		return h
+	}
 }
 
 // AddHosts lets gocql add the initial hosts at once, as it does with the token-aware policy.

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
 )
 
@@ -92,5 +94,98 @@ func TestDriverLogsToItsStoresLogger(t *testing.T) {
 	}
 	if len(global.got) != 0 {
 		t.Errorf("the driver's process-wide logger got %q, want nothing", global.got)
+	}
+}
+
+// fixedPolicy picks its hosts in the order of orders[k] for its k-th query, as the
+// token-aware policy's shuffle might.
+type fixedPolicy struct {
+	gocql.HostSelectionPolicy
+	mu     sync.Mutex
+	orders [][]*gocql.HostInfo
+}
+
+type pickedHost struct{ h *gocql.HostInfo }
+
+func (p pickedHost) Info() *gocql.HostInfo { return p.h }
+func (pickedHost) Mark(error)              {}
+
+func (p *fixedPolicy) Pick(gocql.ExecutableQuery) gocql.NextHost {
+	p.mu.Lock()
+	order := p.orders[0]
+	p.orders = p.orders[1:]
+	p.mu.Unlock()
+	return func() gocql.SelectedHost {
+		if len(order) == 0 {
+			return nil
+		}
+		h := order[0]
+		order = order[1:]
+		return pickedHost{h}
+	}
+}
+
+// The attempts of one hedged read ask different replicas first, whatever the shuffle; a
+// read without store.Attempts keeps the policy's order.
+func TestHedgedAttemptsAskAnotherReplica(t *testing.T) {
+	hosts := make([]*gocql.HostInfo, 3)
+	for k := range hosts {
+		hosts[k] = &gocql.HostInfo{}
+		hosts[k].SetHostID(fmt.Sprintf("node-%d", k+1))
+	}
+	a, b, c := hosts[0], hosts[1], hosts[2]
+	pol := &fixedPolicy{orders: [][]*gocql.HostInfo{{a, b, c}, {a, c, b}, {a, b, c}}}
+	r := routing{HostSelectionPolicy: pol}
+	// asks lists the hosts a query with ctx would ask, in order, its first n.
+	asks := func(ctx context.Context, n int) []string {
+		var ids []string
+		next := r.Pick((&gocql.Query{}).WithContext(ctx))
+		for len(ids) < n {
+			h := next()
+			if h == nil {
+				break
+			}
+			ids = append(ids, h.Info().HostID())
+		}
+		return ids
+	}
+	ctx := store.WithAttempts(context.Background(), new(store.Attempts))
+	if got := asks(ctx, 1); !slices.Equal(got, []string{"node-1"}) { // answered by its first
+		t.Fatalf("first attempt asked %v, want node-1", got)
+	}
+	// The hedge: the shuffle put node-1 first again.
+	if got, want := asks(ctx, 3), []string{"node-3", "node-2", "node-1"}; !slices.Equal(got, want) {
+		t.Errorf("second attempt of the read asks %v, want %v (the first attempt's replica last)", got, want)
+	}
+	if got, want := asks(context.Background(), 3), []string{"node-1", "node-2", "node-3"}; !slices.Equal(got, want) {
+		t.Errorf("a read not hedged asks %v, want the policy's order %v", got, want)
+	}
+}
+
+// The session's shortest answer is kept: failures and slower answers do not raise it.
+func TestRoundTripIsTheShortestAnswer(t *testing.T) {
+	var r roundTrips
+	c := &Store{roundTrips: &r}
+	at := time.Unix(1000, 0)
+	observe := func(took time.Duration, err error) {
+		r.ObserveQuery(context.Background(), gocql.ObservedQuery{Start: at, End: at.Add(took), Err: err})
+	}
+	if got := c.RoundTrip(); got != 0 {
+		t.Fatalf("before any answer: %v, want 0", got)
+	}
+	for _, q := range []struct {
+		took time.Duration
+		err  error
+		want time.Duration
+	}{
+		{30 * time.Millisecond, nil, 30 * time.Millisecond},
+		{time.Millisecond, errors.New("timed out"), 30 * time.Millisecond},
+		{2 * time.Millisecond, nil, 2 * time.Millisecond},
+		{200 * time.Millisecond, nil, 2 * time.Millisecond},
+	} {
+		observe(q.took, q.err)
+		if got := c.RoundTrip(); got != q.want {
+			t.Errorf("after an answer in %v (error %v): %v, want %v", q.took, q.err, got, q.want)
+		}
 	}
 }

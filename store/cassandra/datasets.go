@@ -21,7 +21,7 @@ func Datasets(ctx context.Context, cfg Config) ([]string, error) {
 	if len(cfg.Hosts) == 0 {
 		return nil, errors.New("no Cassandra hosts given")
 	}
-	s, _, err := newSession(cfg)
+	s, _, _, err := newSession(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,11 +5,12 @@
 // # What a hedged read does
 //
 // Reader.Get starts the read. If it has not answered after the delay, the same read is sent
-// once more — a backend that picks its replica per call (store/cassandra) then likely asks
-// another — and the first answer wins; the other attempt is cancelled. A missing blob
-// (store.ErrNotFound) is an answer. A failure is not while the other attempt runs: Get
-// waits for that one, and fails only when both have. A read that fails before the delay
-// is not sent again: hedging is not retrying. Hedges counts the reads sent a second time.
+// once more — a backend that picks its replica per call (store/cassandra) asks another,
+// the attempts sharing a store.Attempts in their context — and the first answer wins; the
+// other attempt is cancelled. A missing blob (store.ErrNotFound) is an answer. A failure
+// is not while the other attempt runs: Get waits for that one, and fails only when both
+// have. A read that fails before the delay is not sent again: hedging is not retrying.
+// Hedges counts the reads sent a second time.
 //
 // buf is not used: each attempt reads into bytes of its own. The losing attempt may still
 // be writing into its buffer after Get has returned the winner's, and store.BlobReader
@@ -62,7 +63,7 @@ func (h *Reader) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob,
 		b   store.Blob
 		err error
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(store.WithAttempts(ctx, new(store.Attempts)))
 	defer cancel() // the losing attempt stops
 	results := make(chan result, 2)
 	attempt := func() {

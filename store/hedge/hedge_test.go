@@ -259,3 +259,27 @@ func TestNoDelayNeverHedges(t *testing.T) {
 		}
 	})
 }
+
+// TestAttemptsShareTheirReplicas: the two attempts of a read carry the same
+// store.Attempts, so that a backend asks another replica the second time; separate reads
+// do not share one.
+func TestAttemptsShareTheirReplicas(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake()
+		h := New(f, after)
+		got := get(h, context.Background(), nil)
+		first := <-f.calls
+		first.answer <- result{b: blobA} // the first read is answered in time
+		returned(got)
+		got = get(h, context.Background(), nil)
+		c1 := <-f.calls
+		time.Sleep(after)
+		c2 := <-f.calls
+		a1, a2 := store.AttemptsOf(c1.ctx), store.AttemptsOf(c2.ctx)
+		if a1 == nil || a1 != a2 || a1 == store.AttemptsOf(first.ctx) {
+			t.Errorf("attempts' store.Attempts: %p and %p (an earlier read's %p); want one, the read's own", a1, a2, store.AttemptsOf(first.ctx))
+		}
+		c2.answer <- result{b: blobB}
+		returned(got)
+	})
+}
