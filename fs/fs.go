@@ -118,9 +118,9 @@
 // readers themselves, one LOOKUP each, and a blob that arrived before its name had nowhere
 // to be pushed and came by READs (1.00 LOOKUP and 0.6–1.2 READs a file;
 // bench/history/journal.md, "a cold epoch's names known ahead"). With
-// LookaheadOptions.Stream (the mount's, with --stream-names: where fetches come back within
-// 50 ms, see mount.streamBelow), a class directory not wholly held is read on a chunk at a time
-// instead ("S<seq> <path>": the helper keeps the directory open and reads one getdents
+// LookaheadOptions.Stream (the mount's by default, --stream-names: where fetches come back
+// within 50 ms, see mount.streamBelow), a class directory not wholly held is read a chunk
+// at a time instead ("S<seq> <path>": the helper keeps the directory open and reads one getdents
 // buffer, streamChunk, of it per request; the kernel asks for a READDIRPLUS of that size
 // from Linux 6.13 on, a page before), as its names come within Distance of the readers.
 // Each entry is bound and gets its node as in a whole listing, so every blob that arrives

@@ -215,12 +215,17 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
-	}, func(e *view.Epoch, dir string, label, after int) {
+	}, func(e *view.Epoch, dir string, label, k int) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
-		hint := "" // a name the last chunk brought, which the helper looks at first (dirStreams.next)
-		if after >= 0 {
-			hint = e.NameAt(uint32(after), false)
+		hint := "" // the name the helper looks up before the chunk (dirStreams.next)
+		if k >= 0 {
+			// Pending under the chunk's number: the daemon answers its lookup as the
+			// helper's, and the chunk's answer is its answer.
+			pk := pendingKey{e.Key, uint32(k)}
+			la.pending[pk] = false
+			la.bySeq[la.seq] = pk
+			hint = e.NameAt(uint32(k), false)
 		}
 		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"/"+hint+"\n")
 	})
@@ -263,6 +268,11 @@ func (la *lookahead) answers(in io.Reader) {
 		}
 		la.mu.Lock()
 		if lk, ok := la.lists[seq]; ok {
+			if pk, ok := la.bySeq[seq]; ok { // a chunk's hint, looked up (see next)
+				la.mu.Unlock()
+				la.lookupAnswered(seq, pk)
+				la.mu.Lock()
+			}
 			delete(la.lists, seq)
 			la.follow.Listed(lk.key, lk.label)
 			la.follow.Streamed(lk.key, lk.label, more)
@@ -284,31 +294,42 @@ func (la *lookahead) answers(in io.Reader) {
 			continue
 		}
 		pk, ok := la.bySeq[seq]
-		pushed := la.pending[pk]
-		delete(la.bySeq, seq)
-		delete(la.pending, pk)
-		e, followed := la.follow.Epoch(pk.key)
 		la.mu.Unlock()
-		if !ok || !followed {
-			continue
+		if ok {
+			la.lookupAnswered(seq, pk)
 		}
-		la.answered.Add(1)
-		if pushed {
-			continue
-		}
-		i := e.Order[pk.k]
-		name := e.NameAt(pk.k, false)
-		if b, ok := la.f.views.LookupAhead(e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
-			la.f.cfg.LookedAhead(b)
-		}
+	}
+}
+
+// lookupAnswered handles the helper's answer to the lookup of pending name pk, sent as
+// number seq: the kernel has the name now, so its sample's blob is pushed, unless that
+// was done as the daemon answered the lookup (lookedUp).
+func (la *lookahead) lookupAnswered(seq uint64, pk pendingKey) {
+	la.mu.Lock()
+	pushed := la.pending[pk]
+	delete(la.bySeq, seq)
+	delete(la.pending, pk)
+	e, followed := la.follow.Epoch(pk.key)
+	la.mu.Unlock()
+	if !followed {
+		return
+	}
+	la.answered.Add(1)
+	if pushed {
+		return
+	}
+	i := e.Order[pk.k]
+	name := e.NameAt(pk.k, false)
+	if b, ok := la.f.views.LookupAhead(e, la.f.ix.Label(i), name); ok && la.f.cfg.LookedAhead != nil {
+		la.f.cfg.LookedAhead(b)
 	}
 }
 
 // ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
 // looks each path up under root with workers threads (one lookup at a time each), and
 // writes "<seq>\n" to out once the lookup returned, found or not; "L<seq> <dir>" lists dir
-// to its end, "S<seq> <dir>/<name>" reads one chunk further of dir after a look at the
-// name its last chunk brought, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
+// to its end, "S<seq> <dir>/<name>" reads one chunk further of dir after looking up the
+// name, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
 // or "?"). It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
@@ -447,11 +468,15 @@ type dirStream struct {
 // The mount lets the kernel choose READDIRPLUS or a plain READDIR (readdirplus_auto): past
 // a directory's first chunk it sends READDIRPLUS only when something in the directory was
 // looked up since the last (FUSE_I_ADVISE_RDPLUS, fuse_use_readdirplus in
-// fs/fuse/readdir.c), and a plain chunk would bind nothing. So, first, the helper looks at
-// hint, an entry the last chunk brought: the kernel has its name from READDIRPLUS, so the
-// look sends nothing to the daemon, but the first revalidation of such an entry advises
-// READDIRPLUS for its directory (FUSE_I_INIT_RDPLUS, fuse_dentry_revalidate in
-// fs/fuse/dir.c).
+// fs/fuse/readdir.c), and a plain chunk would bind nothing. So, first, the helper looks up
+// hint, the first name the chunk will bring: the kernel does not have it yet, and a
+// lookup the daemon answers advises READDIRPLUS for its directory (fuse_lookup in
+// fs/fuse/dir.c). One request a chunk buys that for sure. Looking at an entry the last
+// chunk brought cost none, through the first revalidation of such an entry
+// (FUSE_I_INIT_RDPLUS, fuse_dentry_revalidate), but whatever opened that file first (a
+// reader, or the helper looking at the page cache of files nearing the readers) took the
+// advice with it, and the stream went on in plain chunks binding nothing (a cold epoch
+// of 1,200 files then sent 1.6 requests a file, one run in a few).
 func (d *dirStreams) next(dir int, p, hint string, buf []byte) string {
 	d.mu.Lock()
 	s, ok := d.fds[p]

@@ -116,6 +116,9 @@ type Mount struct {
 	prefetcher *prefetch.Prefetcher // nil: no prefetching
 	metrics    *metrics
 	heap       int64 // bytes of heap the mount holds at most, but for MemOverhead
+	// roundTrip is the store's shortest query answer (store/cassandra: Store.RoundTrip),
+	// nil where the store does not measure one.
+	roundTrip func() time.Duration
 }
 
 // Open loads the dataset's index and splits from st and wires the read path: filesystem →
@@ -161,6 +164,9 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		members += len(s.Members)
 	}
 	m := &Mount{Index: ix, Shown: shown, opts: o, dataset: st.Dataset(), log: log, metrics: newMetrics()}
+	if rt, ok := st.(interface{ RoundTrip() time.Duration }); ok {
+		m.roundTrip = rt.RoundTrip
+	}
 	// What the mount holds, for the process's heap limit (MemoryLimit): the cache, the index
 	// and the epoch orders.
 	m.heap = int64(min(o.CacheBytes, 1<<50)) + int64(ix.Len())*(100+8*int64(len(shown))) + int64(members)*(4+8*int64(o.EpochViews))
@@ -350,19 +356,38 @@ func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server
 // (DALI read a cold epoch 11–20% slower at 150 ms with names streamed:
 // bench/history/journal.md, "a cold epoch's names known ahead"). Not 20 ms: with it DALI
 // sent 0.96 requests per image over a 0.1 ms link, 0.14 with 50 ms; the estimate, 1.5–7.7
-// ms at the end of such epochs, starts from fetches that queued behind each other. Off by
-// default (--stream-names): a streamed name's reader waits for its own sample's fetch, a
-// frozen replica's too, where arrival binding hands it one that came (a read waited out a
-// 6 s freeze instead of the hedge's 1 s: e2e TestClusterNodeFailure).
+// ms at the end of such epochs, starts from fetches that queued behind each other. A
+// streamed name's reader waits for its own sample's fetch, a frozen replica's too, where
+// arrival binding hands it one that came: the hedge (--speculative-after) bounds that wait
+// only because its second attempt asks another replica (store.Attempts); picked at random,
+// it asked the frozen one again one time in three, and a read waited out a 6 s freeze (e2e
+// TestClusterNodeFailure). --stream-names=false keeps arrival binding whole.
 const streamBelow = 50 * time.Millisecond
 
 // streamNames reports whether class directories are streamed now (--stream-names, and
-// streamBelow: the prefetcher's latency estimate, once it has one).
+// streamBelow: the smaller of the prefetcher's latency estimate and the store's shortest
+// query answer, once there is one). The store's counts because the prefetcher's can be its
+// own queue's for seconds: a cold epoch starts with a burst of prefetches, and at a busy
+// node the fastest of them came back after 50 ms and more (a fresh CI machine, the
+// race detector on: no chunk was streamed in a whole cold epoch).
 func (m *Mount) streamNames() bool {
 	if !m.opts.StreamNames || m.prefetcher == nil {
 		return false
 	}
-	d := m.prefetcher.Latency()
+	var rt time.Duration
+	if m.roundTrip != nil {
+		rt = m.roundTrip()
+	}
+	return streamsAt(m.prefetcher.Latency(), rt)
+}
+
+// streamsAt reports whether names are streamed at a prefetch latency estimate and a
+// store's shortest answer (0: none yet).
+func streamsAt(estimate, roundTrip time.Duration) bool {
+	d := estimate
+	if roundTrip > 0 && (d == 0 || roundTrip < d) {
+		d = roundTrip
+	}
 	return d > 0 && d < streamBelow
 }
 

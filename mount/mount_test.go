@@ -2,12 +2,12 @@ package mount
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"log/slog"
+	"time"
 
 	"github.com/cassfs/cassfs/internal/testkit"
 	"github.com/cassfs/cassfs/store/memstore"
@@ -43,6 +43,28 @@ func TestDebugFUSEGoesToTheMountsLogger(t *testing.T) {
 		}
 		if _, err := os.Stat(ControlSocket(dir)); !os.IsNotExist(err) {
 			t.Errorf("control socket of an unmounted mount: %v, want none", err)
+		}
+	}
+}
+
+// Names are streamed where the link is short: judged by the smaller of the prefetcher's
+// estimate and the store's shortest answer, since the estimate can be a start's queue.
+func TestStreamsWhereTheLinkIsShort(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		estimate, roundTrip time.Duration
+		want                bool
+	}{
+		{0, 0, false},               // nothing measured yet
+		{2 * ms, 0, true},           // a store that measures nothing
+		{0, 1 * ms, true},           // no prefetch back yet
+		{80 * ms, 1 * ms, true},     // the first prefetches queued at a busy node
+		{150 * ms, 150 * ms, false}, // a long link
+		{2 * ms, 150 * ms, true},    // the link got shorter
+		{streamBelow, 0, false},     // the bound itself is not below it
+	} {
+		if got := streamsAt(tc.estimate, tc.roundTrip); got != tc.want {
+			t.Errorf("streamsAt(%v, %v) = %v, want %v", tc.estimate, tc.roundTrip, got, tc.want)
 		}
 	}
 }

@@ -47,9 +47,9 @@ type Options struct {
 	// without one, no names are looked up ahead.
 	LookAhead       int
 	LookaheadHelper []string
-	// StreamNames (--stream-names): with LookAhead, the class directories of a cold epoch
-	// are read ahead of the readers a chunk at a time where fetches come back fast
-	// (streamBelow), their names bound then, in fetch order.
+	// StreamNames (--stream-names, on by default): with LookAhead, the class directories
+	// of a cold epoch are read ahead of the readers a chunk at a time where fetches come
+	// back fast (streamBelow), their names bound then, in fetch order.
 	StreamNames bool
 	// HedgeAfter (--speculative-after): on a cluster of more than one node, a blob read not
 	// answered after this long is sent once more (store/hedge); 0: never.
@@ -69,6 +69,7 @@ func Defaults() Options {
 		Splits:           "*",
 		Push:             true,
 		LookAhead:        512,
+		StreamNames:      true,
 		HedgeAfter:       time.Second,
 	}
 }

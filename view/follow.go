@@ -1,6 +1,10 @@
 package view
 
-import "github.com/cassfs/cassfs/internal/bitset"
+import (
+	"slices"
+
+	"github.com/cassfs/cassfs/internal/bitset"
+)
 
 // Follower follows readers along an epoch's order: it decides which names of the epoch views readers walk are looked up ahead of
 // them, by a helper process of package fs, so that the kernel knows the names (and the
@@ -69,7 +73,6 @@ type followed struct {
 	retry    []int      // per label: the index from which a declined listing is tried again
 	want     []int      // per label, streamed: the furthest index within Distance wanting the stream
 	streamed []int      // per label, streamed: the furthest index its chunks brought
-	node     []int      // per label, streamed: the last index its chunks looked up (-1: none)
 	lookups  int        // readers' own lookups in the view
 	near     int        // Nearing has passed the names before this index
 	random   bool       // a reader looked up a name far behind the others: no looking ahead
@@ -127,9 +130,9 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 		}
 		n := len(e.set.classNames)
 		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
-		a.want, a.streamed, a.node = make([]int, n), make([]int, n), make([]int, n)
+		a.want, a.streamed = make([]int, n), make([]int, n)
 		for l := range n {
-			a.want[l], a.streamed[l], a.node[l] = -1, -1, -1
+			a.want[l], a.streamed[l] = -1, -1
 		}
 		f.views[e.Key] = a
 	}
@@ -152,10 +155,12 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 // Next finds what may be looked up ahead now in every view followed: lookup is called for
 // each name (index k of view e, in directory dir), list for each class directory to list
 // whole, stream for each class directory to read a chunk further of (FollowOptions.Stream;
-// nil without), with after the index of a name its last chunk looked up (-1 before the
-// first). waiting reports that some name the readers want next waits for its sample,
+// nil without), with hint the index of a name to look up first, the first the chunk will
+// bring (-1: none, as before the first chunk). A chunk past a directory's first comes as
+// READDIRPLUS, which binds its names, only after a lookup in the directory (package fs:
+// dirStreams.next): the hint's, counted as a name looked up ahead. waiting reports that some name the readers want next waits for its sample,
 // or for a pending listing: the caller asks again shortly.
-func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label, after int)) (waiting bool) {
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label, hint int)) (waiting bool) {
 	for _, a := range f.views {
 		if a.random || a.lookups < 2*f.opts.Every {
 			continue // not (yet) readers walking the epoch in order
@@ -205,7 +210,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		for label, st := range a.listed {
 			if st == streamIdle && a.want[label] > a.streamed[label] {
 				a.listed[label] = streamPending
-				stream(a.e, a.dir, label, a.node[label])
+				stream(a.e, a.dir, label, a.chunkHint(f, label))
 			}
 		}
 	}
@@ -247,10 +252,30 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	if f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every || !a.sent.Add(k) {
 		return false
 	}
-	if streaming {
-		a.node[label] = int(k)
-	}
 	return true
+}
+
+// chunkHint picks the name looked up first before the next chunk of class label's stream
+// is read, and counts it as looked up ahead: the first name after what the chunks brought
+// and beyond Every of the readers (a name a reader looked up already would advise
+// nothing), neither a probe nor sent already; -1 before the first chunk or where none is
+// left (see Next).
+func (a *followed) chunkHint(f *Follower, label int) int {
+	if a.streamed[label] < 0 {
+		return -1
+	}
+	members := a.e.ByClass[label]
+	after := max(a.streamed[label], a.head+f.opts.Every)
+	j, found := slices.BinarySearch(members, uint32(after))
+	if found {
+		j++
+	}
+	for ; j < len(members); j++ {
+		if k := members[j]; !f.IsProbe(a.e, k) && a.sent.Add(k) {
+			return int(k)
+		}
+	}
+	return -1
 }
 
 // Listed records that the listing of class label's directory of view key was answered.
