@@ -189,7 +189,7 @@ func TestClusterNodeFailure(t *testing.T) {
 
 	// A frozen node (SIGSTOP: connections open, nothing answers) for 6 s: reads it
 	// coordinates are hedged after 1 s to another replica instead of waiting out the 5 s
-	// deadline. A new mount, so that the kernel has none of these files cached.
+	// deadline, names streamed ahead included. A new mount, so that the kernel has none of these files cached.
 	mf := startMount(t, d.name, "--hosts", strings.Join(c.hosts, ","), "--timeout", clusterTimeout.String(), "--cache-size", "4MiB", "--metrics-addr", "127.0.0.1:0")
 	frozen, _ := fileList(t, filepath.Join(mf.dir, "all", "epoch-3"))
 	for k := range frozen {
@@ -207,8 +207,10 @@ func TestClusterNodeFailure(t *testing.T) {
 	}
 	waitReads(t, rd, rd.reads.Load()+100, time.Minute) // reading goes on past the thaw
 	reads, errs, slowest = rd.finish()
-	hedges, _ := metricValue(scrape(t, metricsURL(t, mf)), "cassfs_fetch_hedges_total")
-	t.Logf("steady reader with node 2 frozen: %d reads, %d errors, slowest %v; %v reads hedged", reads, len(errs), slowest, hedges)
+	body := scrape(t, metricsURL(t, mf))
+	hedges, _ := metricValue(body, "cassfs_fetch_hedges_total")
+	chunks, _ := metricValue(body, `cassfs_fuse_requests_total\{op="readdirplus"\}`)
+	t.Logf("steady reader with node 2 frozen: %d reads, %d errors, slowest %v; %v reads hedged; %v READDIRPLUS", reads, len(errs), slowest, hedges, chunks)
 	for _, err := range errs {
 		t.Errorf("read while node 2 was frozen: %v", err)
 	}
@@ -217,6 +219,11 @@ func TestClusterNodeFailure(t *testing.T) {
 	}
 	if hedges == 0 {
 		t.Error("no read was hedged while node 2 was frozen")
+	}
+	// Names streamed ahead (the default over a fast link) are bound to their samples in
+	// fetch order, a stuck one's too: the hedge's second attempt must ask another replica.
+	if chunks == 0 {
+		t.Error("no class directory was streamed: the frozen replica was not met by names bound ahead")
 	}
 
 	// Every node down: EIO within the 5 s deadline, listings still work. A second mount
