@@ -16,3 +16,7 @@ func ServersServing() int {
 // Unknow makes the filesystem take sample i's inode for one the kernel does not know, as a
 // push refused for a race with its first lookup does (FS.Push).
 func (f *FS) Unknow(i uint32) { f.known.Put(i, false) }
+
+// NearQuiet and NearSparse: every resident file nearing the readers is looked at until
+// NearQuiet in a row were found whole, then one in NearSparse (residency.go).
+const NearQuiet, NearSparse = nearQuiet, nearSparse

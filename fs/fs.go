@@ -207,7 +207,11 @@
 // More than half of a batch of looks (nearBatch) finding files short is a page cache
 // dropped as a whole, and every mark is forgotten as for a reclaim: the READs that would
 // tell one no longer come, the files nearing the readers being unmarked before they are
-// read. Where the helper cannot tell (no cachestat), files are not looked at.
+// read. Where the helper cannot tell (no cachestat), files are not looked at. Looks cost
+// the helper's CPU beside the readers', and a proactive reclaim takes a file in a thousand
+// or so: once nearQuiet files in a row were found whole, one in nearSparse is looked at,
+// every one again for a while after pages are found gone (a look finds a file short, or a
+// resident file is READ); the files missed come by READs.
 //
 // # Ps for the work, beside go-fuse's waiting readers
 //

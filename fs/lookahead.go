@@ -63,6 +63,11 @@ type lookahead struct {
 	// number, not answered yet; guarded by mu.
 	nearing          map[uint64]check
 	nearOf, nearGone int // looks at nearing files in this batch (nearBatch), and found short; guarded by mu
+	// nearSeen counts the resident files that came near the readers, nearLost is its value
+	// when pages were last found gone (a look found a file short, or a resident file was
+	// READ): every one is looked at within nearQuiet of that, one in nearSparse after.
+	// Guarded by mu.
+	nearSeen, nearLost int64
 	// A rewind of the prefetcher is due for files found short (residency.go).
 	rewindDue atomic.Bool
 	// The helper cannot look at the page cache: nearing files are not asked about.

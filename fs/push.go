@@ -148,6 +148,9 @@ func (f *FS) reading(i uint32) {
 	}
 	f.resident.Put(i, false)
 	f.push.residentReads.Add(1)
+	if la := f.helper.Load(); la != nil {
+		la.pagesLost()
+	}
 	now := time.Now().UnixNano()
 	if now-f.push.suspectSince.Load() > int64(reclaimWithin) {
 		f.push.suspectSince.Store(now)

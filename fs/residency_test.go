@@ -162,6 +162,60 @@ func TestResidentFilesNearingTheReadersAreLookedAt(t *testing.T) {
 	}
 }
 
+// TestNearingFilesLookedAtSparselyWhileNoneIsShort: once NearQuiet files in a row were
+// found whole as they neared the readers, one in NearSparse is looked at (a look costs the
+// helper's CPU, beside the readers'); a resident file READ, its pages gone, has every one
+// looked at again for a while.
+func TestNearingFilesLookedAtSparselyWhileNoneIsShort(t *testing.T) {
+	const n, every = 1024, 32
+	f := residencyFixture(t, n)
+	mnt, fsys, _, stop := lookaheadMount(t, f, false, every)
+	defer stop()
+	readAll := func(paths []string, drop string) {
+		for _, p := range paths {
+			if p == drop {
+				dropPages(t, p)
+			}
+			testkit.Must(os.ReadFile(p))(t)
+			time.Sleep(200 * time.Microsecond) // a reader with work to do: the helper keeps ahead
+		}
+	}
+	e1, e2 := epochPaths(t, mnt, "1"), epochPaths(t, mnt, "2")
+	readAll(epochPaths(t, mnt, "0"), "") // read whole: resident
+	before := fsys.PushStats()
+	readAll(e1, "")
+	s := fsys.PushStats()
+	// The machine's proactive reclaim (DAMON's pageout) may take pages meanwhile: each file
+	// found short, or READ as resident, has the next NearQuiet looked at.
+	lost := s.CheckedGone - before.CheckedGone + s.ResidentReads - before.ResidentReads
+	looked := s.NearChecked - before.NearChecked
+	most := int64(cfs.NearQuiet + n/cfs.NearSparse + 16 + lost*cfs.NearQuiet)
+	t.Logf("epoch 1: %d files looked at, %d found short or READ", looked, lost)
+	// (Epoch 0's pushed files were the first NearQuiet; the names near the start and the
+	// probes are not looked up ahead.)
+	if looked > most || looked < n/cfs.NearSparse/2 {
+		t.Errorf("epoch 1 with no page gone: %d files looked at as they neared the readers, want %d to %d (all until %d in a row were whole, then one in %d)", looked, n/cfs.NearSparse/2, most, cfs.NearQuiet, cfs.NearSparse)
+	}
+	// Epoch 2: a file of its first half paged out, and READ by its reader: the files
+	// after it are looked at, every one, for a while.
+	var drop string
+	for k := n / 4; drop == ""; k++ {
+		if k%every != 0 {
+			drop = e2[k]
+		}
+	}
+	before = fsys.PushStats()
+	readAll(e2, drop)
+	s = fsys.PushStats()
+	t.Logf("epoch 2: %d files looked at, %d READ as resident", s.NearChecked-before.NearChecked, s.ResidentReads-before.ResidentReads)
+	if s.ResidentReads == before.ResidentReads {
+		t.Fatalf("the file paged out was not READ: %+v", s)
+	}
+	if got := s.NearChecked - before.NearChecked; got < int64(n/cfs.NearSparse+cfs.NearQuiet/2) {
+		t.Errorf("epoch 2, a resident file READ at a quarter: %d files looked at, want at least %d (every one for a while after)", got, n/cfs.NearSparse+cfs.NearQuiet/2)
+	}
+}
+
 // residencyFixture is a fixture of n samples in two classes for a test that looks at the
 // page cache: skipped without cachestat (Linux 6.5+), and holding the machine's caches.
 func residencyFixture(t *testing.T, n int) *fixture {
