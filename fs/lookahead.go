@@ -334,8 +334,8 @@ func (la *lookahead) lookupAnswered(seq uint64, pk pendingKey) {
 // looks each path up under root with workers threads (one lookup at a time each), and
 // writes "<seq>\n" to out once the lookup returned, found or not; "L<seq> <dir>" lists dir
 // to its end, "S<seq> <dir>/<name>" reads one chunk further of dir after looking up the
-// name, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at path's pages (answered "C<seq> 1", "0"
-// or "?"). It returns when in ends.
+// name, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at
+// path's pages (answered "C<seq> 1", "0" or "?"). It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
 	// would keep it busy, and an unmount from outside (umount, fusermount -u) would fail.
