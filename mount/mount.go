@@ -367,9 +367,9 @@ const streamBelow = 50 * time.Millisecond
 // streamNames reports whether class directories are streamed now (--stream-names, and
 // streamBelow: the smaller of the prefetcher's latency estimate and the store's shortest
 // query answer, once there is one). The store's counts because the prefetcher's can be its
-// own queue's for seconds: a cold epoch starts with a burst of prefetches, and at a busy
-// node the fastest of them came back after 50 ms and more (a fresh CI machine, the
-// race detector on: no chunk was streamed in a whole cold epoch).
+// own queue's for seconds: a cold epoch starts with a burst of prefetches, at a busy node
+// even the fastest of them can come back after 50 ms, and the estimate stays there until
+// the next probe, 10 s on (prefetch: linkDelay).
 func (m *Mount) streamNames() bool {
 	if !m.opts.StreamNames || m.prefetcher == nil {
 		return false
