@@ -272,18 +272,17 @@ func (la *lookahead) answers(in io.Reader) {
 			continue
 		}
 		la.mu.Lock()
+		pk, looked := la.bySeq[seq] // a name looked up, or a chunk's hint (see next)
 		if lk, ok := la.lists[seq]; ok {
-			if pk, ok := la.bySeq[seq]; ok { // a chunk's hint, looked up (see next)
-				la.mu.Unlock()
-				la.lookupAnswered(seq, pk)
-				la.mu.Lock()
-			}
 			delete(la.lists, seq)
 			la.follow.Listed(lk.key, lk.label)
 			la.follow.Streamed(lk.key, lk.label, more)
 			listed := la.listedUnpushed[lk]
 			delete(la.listedUnpushed, lk)
 			la.mu.Unlock()
+			if looked {
+				la.lookupAnswered(seq, pk)
+			}
 			if la.f.cfg.LookedAhead != nil {
 				for _, i := range listed {
 					// The kernel has the entries now; a push tried before it had them was
@@ -298,9 +297,8 @@ func (la *lookahead) answers(in io.Reader) {
 			}
 			continue
 		}
-		pk, ok := la.bySeq[seq]
 		la.mu.Unlock()
-		if ok {
+		if looked {
 			la.lookupAnswered(seq, pk)
 		}
 	}

@@ -18,20 +18,16 @@ type Attempts struct {
 	asked []string // guarded by mu; replicas asked so far, in order
 }
 
-// Asked records that an attempt sent its request to replica.
-func (a *Attempts) Asked(replica string) {
+// Ask records that an attempt sends its request to replica, and reports whether no
+// attempt of the read asked it before.
+func (a *Attempts) Ask(replica string) (first bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !slices.Contains(a.asked, replica) {
-		a.asked = append(a.asked, replica)
+	if slices.Contains(a.asked, replica) {
+		return false
 	}
-}
-
-// WasAsked reports whether an attempt sent its request to replica.
-func (a *Attempts) WasAsked(replica string) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return slices.Contains(a.asked, replica)
+	a.asked = append(a.asked, replica)
+	return true
 }
 
 type attemptsKey struct{}

@@ -182,13 +182,10 @@ func unaskedFirst(next gocql.NextHost, a *store.Attempts) gocql.NextHost {
 	var later []gocql.SelectedHost
 	return func() gocql.SelectedHost {
 		for h := next(); h != nil; h = next() {
-			id := h.Info().HostID()
-			if a.WasAsked(id) {
-				later = append(later, h)
-				continue
+			if a.Ask(h.Info().HostID()) {
+				return h
 			}
-			a.Asked(id)
-			return h
+			later = append(later, h)
 		}
 		if len(later) == 0 {
 			return nil
