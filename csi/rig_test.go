@@ -116,8 +116,10 @@ func (d *daemon) serve(t *testing.T, req *handover.Request) {
 	if err := srv.WaitMount(); err != nil {
 		t.Error(err)
 	}
-	fail(nil)
+	// Recorded before the reply: the test counts d.served as soon as the plugin's call
+	// returns, and the plugin returns on the reply.
 	d.served <- req.Volume
+	fail(nil)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
