@@ -30,6 +30,7 @@ import (
 	"github.com/cassfs/cassfs/store/memstore"
 	"github.com/cassfs/cassfs/view"
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 )
 
 // fixture is a dataset in the in-memory store, its index and its blobs by name.
@@ -452,6 +453,29 @@ func TestReadOnly(t *testing.T) {
 		if err := op(); !errors.Is(err, syscall.EROFS) {
 			t.Errorf("write operation: %v, want EROFS", err)
 		}
+	}
+}
+
+// TestIoctlCounted: Python's open() asks each file whether it is a terminal (TCGETS); the
+// kernel forwards that to the daemon, which says no (ENOTTY) and counts the round trip, so
+// that requests per file show what a Python reader costs.
+func TestIoctlCounted(t *testing.T) {
+	f := newFixture(t, 10, classes, memstore.Options{})
+	var fsys *cfs.FS
+	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	dir := filepath.Join(mnt, "all", "epoch-0", "cat")
+	names, _ := readNames(t, dir)
+	before := fsys.RequestStats()
+	for _, name := range names[:3] {
+		file := testkit.Must(os.Open(filepath.Join(dir, name)))(t)
+		if _, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS); !errors.Is(err, syscall.ENOTTY) {
+			t.Errorf("TCGETS on %s: %v, want ENOTTY", name, err)
+		}
+		file.Close()
+	}
+	after := fsys.RequestStats()
+	if got := after["ioctl"] - before["ioctl"]; got != 3 {
+		t.Errorf("3 files asked TCGETS: %d ioctl requests counted (other: %d), want 3", got, after["other"]-before["other"])
 	}
 }
 

@@ -198,7 +198,7 @@ func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 		}
 		files := f.value("cassfs_sample_lookups_total")
 		var per []string
-		for _, op := range []string{"lookup", "read", "getattr", "open", "release", "flush"} {
+		for _, op := range []string{"lookup", "read", "getattr", "open", "release", "flush", "ioctl"} {
 			v := "-"
 			if files > 0 {
 				v = fmt.Sprintf("%.2f", ops[op]/files)
