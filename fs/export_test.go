@@ -20,3 +20,6 @@ func (f *FS) Unknow(i uint32) { f.known.Put(i, false) }
 // NearQuiet and NearSparse: every resident file nearing the readers is looked at until
 // NearQuiet in a row were found whole, then one in NearSparse (residency.go).
 const NearQuiet, NearSparse = nearQuiet, nearSparse
+
+// ListedNodesMax is the most entries of a class directory a listing gives nodes to.
+const ListedNodesMax = listedNodesMax

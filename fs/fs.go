@@ -129,12 +129,11 @@
 // its class that has arrived if any (arrival binding), or else to the next the prefetcher
 // brings, which walks the same order; readers that leave the order are not followed, and
 // bind their names on lookup as before. A chunk answered from the kernel's cache of the
-// directory binds nothing; the readers look those names up themselves. The kernel sends
-// READDIRPLUS past a directory's first chunk only when a name in it was looked up since
-// (readdirplus_auto, see Mount): before each later chunk the helper looks at a name the
-// last chunk brought, which costs no request and counts as such a lookup (dirStreams.next).
-// Without it the chunks after the first came as plain READDIRs and DALI looked up 0.4–0.6
-// of a cold epoch's names itself (TestColdEpochNamesKnownAhead, e2e).
+// directory binds nothing; the readers look those names up themselves. Every chunk is a
+// READDIRPLUS: the mount asks for no plain READDIR (see Mount; with readdirplus_auto the
+// chunks after the first came as plain READDIRs unless a name in the directory had been
+// looked up since, and DALI looked up 0.4–0.6 of a cold epoch's names itself,
+// TestColdEpochNamesKnownAhead, e2e).
 //
 // What is looked up ahead, and when (the start after 2·Every names, the probes, the stop
 // for readers that shuffle, which class directories are listed), is decided by a

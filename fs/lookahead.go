@@ -73,7 +73,7 @@ type lookahead struct {
 	// The helper cannot look at the page cache: nearing files are not asked about.
 	noCachestat atomic.Bool
 
-	sent, answered atomic.Int64
+	sent, answered, readerListed atomic.Int64
 }
 
 type pendingKey struct {
@@ -90,6 +90,9 @@ type listKey struct {
 type LookaheadStats struct {
 	Sent     int64 // names sent to the helper
 	Answered int64 // of which looked up
+	// ReaderListed: names bound by readers' own listings of class directories whose
+	// samples were all at hand (readerListedLookup).
+	ReaderListed int64
 }
 
 // StartLookahead has names looked up ahead of the readers by a helper process (see the
@@ -114,7 +117,7 @@ func (f *FS) LookaheadStats() LookaheadStats {
 	if la == nil {
 		return LookaheadStats{}
 	}
-	return LookaheadStats{Sent: la.sent.Load(), Answered: la.answered.Load()}
+	return LookaheadStats{Sent: la.sent.Load(), Answered: la.answered.Load(), ReaderListed: la.readerListed.Load()}
 }
 
 // isPending reports whether index k of view key was sent to the helper and not answered.
@@ -220,19 +223,10 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
-	}, func(e *view.Epoch, dir string, label, k int) {
+	}, func(e *view.Epoch, dir string, label int) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
-		hint := "" // the name the helper looks up before the chunk (dirStreams.next)
-		if k >= 0 {
-			// Pending under the chunk's number: the daemon answers its lookup as the
-			// helper's, and the chunk's answer is its answer.
-			pk := pendingKey{e.Key, uint32(k)}
-			la.pending[pk] = false
-			la.bySeq[la.seq] = pk
-			hint = e.NameAt(uint32(k), false)
-		}
-		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"/"+hint+"\n")
+		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
 	return append(lines, nearing...), waiting
@@ -272,7 +266,7 @@ func (la *lookahead) answers(in io.Reader) {
 			continue
 		}
 		la.mu.Lock()
-		pk, looked := la.bySeq[seq] // a name looked up, or a chunk's hint (see next)
+		pk, looked := la.bySeq[seq] // a name looked up
 		if lk, ok := la.lists[seq]; ok {
 			delete(la.lists, seq)
 			la.follow.Listed(lk.key, lk.label)
@@ -366,8 +360,7 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 					seq = list
 					listDir(dir, base+p, buf)
 				} else if strings.HasPrefix(seq, "S") {
-					d, hint := path.Split(base + p)
-					seq += " " + streams.next(dir, d, hint, buf[:streamChunk])
+					seq += " " + streams.next(dir, base+p, buf[:streamChunk])
 				} else if strings.HasPrefix(seq, "C") {
 					seq += " " + cachedWhole(dir, base+p)
 				} else {
@@ -448,6 +441,44 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 	return ch, 0, true
 }
 
+// readerListedLookup looks up name, listed by a reader in class directory d of view e whose
+// samples are all at hand (classListing.wholeHeld): bound now, to what a lookup would bind
+// it to, a name costs its reader no LOOKUP. Readers that list a directory before reading
+// it (torchvision's ImageFolder lists every class, then reads class by class) otherwise
+// send one per file in every warm epoch. Probes go out without a node: readers still look
+// them up, which is how the follower sees where they are. The binding reports no access,
+// as a name looked up ahead.
+func (la *lookahead) readerListedLookup(ctx context.Context, d *classDir, e *view.Epoch, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	k, found := e.EntryPos(name)
+	if !found {
+		return nil, syscall.ENOENT
+	}
+	la.mu.Lock()
+	dir := ""
+	if !la.follow.Follows(e) {
+		la.mu.Unlock()
+		dir = path.Dir(d.Path(nil)) // go-fuse's tree locks: not under mu
+		la.mu.Lock()
+	}
+	bind := la.follow.ReaderListed(e, dir, k)
+	la.mu.Unlock()
+	if !bind {
+		return nil, syscall.EAGAIN // a probe
+	}
+	i, found := la.f.views.LookupAhead(e, d.label, name)
+	if !found {
+		return nil, syscall.ENOENT
+	}
+	known := la.f.known.Has(i)
+	la.f.sampleAttr(i, &out.Attr)
+	ch := la.f.sampleInode(ctx, d.EmbeddedInode(), i)
+	la.readerListed.Add(1)
+	if known && la.f.cfg.LookedAhead != nil {
+		la.f.cfg.LookedAhead(i) // pushed now if held but not in the page cache
+	}
+	return ch, 0
+}
+
 // streamChunk is how much of a streamed directory one request reads: the kernel asks the
 // daemon for a READDIRPLUS of the reader's buffer size (Linux 6.13+; a page before), so
 // about 80 entries of names some tens of bytes long.
@@ -466,21 +497,9 @@ type dirStream struct {
 
 // next reads one chunk further of directory p under dir into buf: "1", or "0" at its end
 // (or where it cannot be read), when it is closed. One chunk of a directory is asked for at
-// a time; chunks of different directories are read at once, each one request to the daemon.
-//
-// The mount lets the kernel choose READDIRPLUS or a plain READDIR (readdirplus_auto): past
-// a directory's first chunk it sends READDIRPLUS only when something in the directory was
-// looked up since the last (FUSE_I_ADVISE_RDPLUS, fuse_use_readdirplus in
-// fs/fuse/readdir.c), and a plain chunk would bind nothing. So, first, the helper looks up
-// hint, the first name the chunk will bring: the kernel does not have it yet, and a
-// lookup the daemon answers advises READDIRPLUS for its directory (fuse_lookup in
-// fs/fuse/dir.c). One request a chunk buys that for sure. Looking at an entry the last
-// chunk brought cost none, through the first revalidation of such an entry
-// (FUSE_I_INIT_RDPLUS, fuse_dentry_revalidate), but whatever opened that file first (a
-// reader, or the helper looking at the page cache of files nearing the readers) took the
-// advice with it, and the stream went on in plain chunks binding nothing (a cold epoch
-// of 1,200 files then sent 1.6 requests a file, one run in a few).
-func (d *dirStreams) next(dir int, p, hint string, buf []byte) string {
+// a time; chunks of different directories are read at once, each one request to the daemon
+// (a READDIRPLUS: the mount asks for no other kind, see Mount).
+func (d *dirStreams) next(dir int, p string, buf []byte) string {
 	d.mu.Lock()
 	s, ok := d.fds[p]
 	if !ok {
@@ -503,11 +522,6 @@ func (d *dirStreams) next(dir int, p, hint string, buf []byte) string {
 	}
 	s.busy = true
 	d.mu.Unlock()
-	if hint != "" {
-		var st unix.Stat_t
-		for unix.Fstatat(dir, p+hint, &st, unix.AT_SYMLINK_NOFOLLOW) == syscall.EINTR {
-		}
-	}
 	n, err := unix.Getdents(s.fd, buf)
 	for err == syscall.EINTR {
 		n, err = unix.Getdents(s.fd, buf)

@@ -77,18 +77,16 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 			// Attributes never change, so the kernel need not drop cached pages when they
 			// are refreshed.
 			ExplicitDataCacheControl: true,
-			// READDIRPLUS only when the kernel expects lookups to follow; a plain listing of
-			// a million entries then creates no inodes.
-			ExtraCapabilities: fuse.CAP_READDIRPLUS_AUTO,
+			// READDIRPLUS for every listing (not readdirplus_auto): each listing decides
+			// per entry whether it carries a node (class directories: classListing; by-uuid
+			// never, so a listing of a million entries creates no inodes), and an entry
+			// without one is a plain entry to the kernel.
+
 			// Whole 128 KiB+ reads: fewer READs per file.
 			MaxReadAhead: 1 << 20,
 			// Requests up to 1 MiB (max_pages 256): a READDIRPLUS carries up to 1 MiB of
 			// entries, ~6,000 names, so the helper's listing of a class directory is one
-			// request. Where a listing takes several, the kernel sends READDIRPLUS only for
-			// the first and for one following a lookup in the directory (readdirplus_auto:
-			// fuse_use_readdirplus, fs/fuse/readdir.c), plain READDIR otherwise, whose names
-			// the helper then looks up one by one (bench/history/journal.md, "a class
-			// directory listed in one request").
+			// request (bench/history/journal.md, "a class directory listed in one request").
 			MaxWrite: 1 << 20,
 			Debug:    o.Debug,
 			Logger:   o.Logger,

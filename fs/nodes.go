@@ -25,38 +25,6 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// listing streams n directory entries made on demand by entry(k), so a directory of
-// millions of samples costs no memory to list.
-type listing struct {
-	n     int
-	entry func(k int) fuse.DirEntry
-	next  int // guarded by go-fuse's per-handle lock
-}
-
-var (
-	_ gofs.FileReaddirenter = (*listing)(nil)
-	_ gofs.FileSeekdirer    = (*listing)(nil)
-)
-
-func (l *listing) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if l.next >= l.n {
-		return nil, 0
-	}
-	e := l.entry(l.next)
-	l.next++
-	e.Off = uint64(l.next) // the offset of the entry after this one
-	return &e, 0
-}
-
-func (l *listing) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	l.next = int(min(off, uint64(l.n)))
-	return 0
-}
-
-func openListing(n int, entry func(k int) fuse.DirEntry) (gofs.FileHandle, uint32, syscall.Errno) {
-	return &listing{n: n, entry: entry}, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
-}
-
 func dirEntry(name string) fuse.DirEntry {
 	return fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR}
 }
@@ -300,34 +268,6 @@ func (d *classDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 	return &classListing{listing: h.(*listing), d: d, e: e}, fl, errno
 }
 
-// classListing lists a class directory. Under READDIRPLUS, go-fuse asks it to look each
-// listed name up (FileLookuper): the kernel then caches the names it returns with their
-// inodes, as if each had been looked up. Names are looked up so only where a lookup by
-// itself would be right: under strict binding always (as the directory's Lookup would), and
-// for a listing the lookahead asked its helper for (lookahead.go, "whole class
-// directories"); otherwise, under arrival binding, a listing binds nothing (the entry goes
-// out without a node, which the kernel takes as a plain entry).
-type classListing struct {
-	*listing
-	d *classDir
-	e *view.Epoch
-}
-
-var _ gofs.FileLookuper = (*classListing)(nil)
-
-func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	d := h.d
-	if la := d.fs.helper.Load(); la != nil && !d.targets {
-		if ch, errno, ok := la.listedLookup(ctx, d, h.e, name, out); ok {
-			return ch, errno
-		}
-	}
-	if d.fs.views.Mode() == view.Arrival {
-		return nil, syscall.EAGAIN // no node: a plain entry
-	}
-	return d.Lookup(ctx, name, out)
-}
-
 // byUUIDDir holds every sample as <uuid><ext>.
 type byUUIDDir struct {
 	dirNode
@@ -348,9 +288,10 @@ func (d *byUUIDDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 }
 
 func (d *byUUIDDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return openListing(d.fs.ix.Len(), func(k int) fuse.DirEntry {
+	h, fl, errno := openListing(d.fs.ix.Len(), func(k int) fuse.DirEntry {
 		return fuse.DirEntry{Name: d.fs.views.UUIDName(uint32(k)), Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(k)}
 	})
+	return plainListing{h.(*listing)}, fl, errno
 }
 
 // sampleFile is one sample's content, or its target's. The node is shared by every

@@ -332,7 +332,7 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		arrival, ownList bool
-	}{{"strict", false, false}, {"arrival", true, false}, {"arrival, listed by a reader first", true, true}} {
+	}{{"strict", false, false}, {"arrival", true, false}, {"arrival, listed by a reader first", true, true}, {"strict, listed by a reader first", false, true}} {
 		arrival := tc.arrival
 		t.Run(tc.name, func(t *testing.T) {
 			const n, every = 400, 8
@@ -340,13 +340,16 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 			mnt, fsys, p, stop := lookaheadMount(t, f, arrival, every)
 
 			readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
+			listed := fsys.LookaheadStats().ReaderListed
 			if tc.ownList {
-				// The kernel keeps a directory's listing: the helper's then sends nothing, and
-				// the names are looked up one by one as without listings.
+				// Every sample held (or strict binding): the reader's own listing binds
+				// every name but the probes, as the helper's would (readerListedLookup),
+				// and the follower still sees the reader's progress.
 				for _, c := range classes {
 					testkit.Must(os.ReadDir(filepath.Join(mnt, "all", "epoch-1", c)))(t)
 				}
 			}
+			listed = fsys.LookaheadStats().ReaderListed - listed
 			req, answered := fsys.RequestStats(), fsys.LookaheadStats().Answered
 			read := readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-1"))
 			lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
@@ -354,8 +357,8 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 			t.Logf("epoch 1: %d files, %d LOOKUPs, %d READDIRPLUS, %d READs, %d names looked up ahead", read, lookups, plus, fsys.RequestStats()["read"]-req["read"], ahead)
 			switch {
 			case tc.ownList:
-				if plus != 0 || ahead < int64(read/2) {
-					t.Errorf("epoch 1 listed by a reader first: %d READDIRPLUS, %d of %d names looked up ahead; want none, and most by the helper one by one", plus, ahead, read)
+				if listed != int64(read-read/every) || lookups > int64(read/every+8) {
+					t.Errorf("epoch 1 listed by a reader first: %d names bound by the listing, %d LOOKUPs; want %d bound, and only the probes and directories looked up", listed, lookups, read-read/every)
 				}
 			// The probes, the reader's first 2·every names (before the helper starts), the
 			// every names next to the reader when a listing starts (looked up one by one)

@@ -1,8 +1,6 @@
 package view
 
 import (
-	"slices"
-
 	"github.com/cassfs/cassfs/internal/bitset"
 )
 
@@ -123,19 +121,7 @@ func (f *Follower) IsProbe(e *Epoch, k uint32) bool {
 // (used when the view is new). It returns how many names looked up ahead before k the
 // readers read since their last such lookup: accesses to report to the prefetcher.
 func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
-	a := f.views[e.Key]
-	if a == nil || a.e != e {
-		if len(f.views) >= followedViews {
-			clear(f.views)
-		}
-		n := len(e.set.classNames)
-		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
-		a.want, a.streamed = make([]int, n), make([]int, n)
-		for l := range n {
-			a.want[l], a.streamed[l] = -1, -1
-		}
-		f.views[e.Key] = a
-	}
+	a := f.follow(e, dir)
 	if int(k) > a.reported {
 		for j := a.reported + 1; j < int(k); j++ {
 			if a.sent.Has(uint32(j)) {
@@ -155,12 +141,9 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 // Next finds what may be looked up ahead now in every view followed: lookup is called for
 // each name (index k of view e, in directory dir), list for each class directory to list
 // whole, stream for each class directory to read a chunk further of (FollowOptions.Stream;
-// nil without), with hint the index of a name to look up first, the first the chunk will
-// bring (-1: none, as before the first chunk). A chunk past a directory's first comes as
-// READDIRPLUS, which binds its names, only after a lookup in the directory (package fs:
-// dirStreams.next): the hint's, counted as a name looked up ahead. waiting reports that some name the readers want next waits for its sample,
-// or for a pending listing: the caller asks again shortly.
-func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label, hint int)) (waiting bool) {
+// nil without). waiting reports that some name the readers want next waits for its
+// sample, or for a pending listing: the caller asks again shortly.
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label int)) (waiting bool) {
 	for _, a := range f.views {
 		if a.random || a.lookups < 2*f.opts.Every {
 			continue // not (yet) readers walking the epoch in order
@@ -210,7 +193,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		for label, st := range a.listed {
 			if st == streamIdle && a.want[label] > a.streamed[label] {
 				a.listed[label] = streamPending
-				stream(a.e, a.dir, label, a.chunkHint(f, label))
+				stream(a.e, a.dir, label)
 			}
 		}
 	}
@@ -234,6 +217,36 @@ func (f *Follower) Listing(e *Epoch, label int) bool {
 	return a != nil && a.e == e && (a.listed[label] == listPending || a.listed[label] == streamPending)
 }
 
+// follow returns view e as followed, following it from now on if it was not.
+func (f *Follower) follow(e *Epoch, dir string) *followed {
+	a := f.views[e.Key]
+	if a == nil || a.e != e {
+		if len(f.views) >= followedViews {
+			clear(f.views)
+		}
+		n := len(e.set.classNames)
+		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
+		a.want, a.streamed = make([]int, n), make([]int, n)
+		for l := range n {
+			a.want[l], a.streamed[l] = -1, -1
+		}
+		f.views[e.Key] = a
+	}
+	return a
+}
+
+// ReaderListed records that a reader's own listing of view e (whose directory is dir) binds
+// the name at index k, as a name looked up ahead: the readers' later lookups count it as
+// read once they are past it, and it is not looked up ahead again. It reports false for a
+// probe, which the listing leaves to its reader.
+func (f *Follower) ReaderListed(e *Epoch, dir string, k uint32) bool {
+	if f.IsProbe(e, k) {
+		return false
+	}
+	f.follow(e, dir).sent.Put(k, true)
+	return true
+}
+
 // ListEntry reports whether a pending listing of view e looks up its entry at index k
 // (and counts it as looked up ahead): not a probe, not a name within Every of the readers
 // (one may be looking it up right now, and the kernel makes a LOOKUP and a listing's entry
@@ -253,29 +266,6 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 		return false
 	}
 	return true
-}
-
-// chunkHint picks the name looked up first before the next chunk of class label's stream
-// is read, and counts it as looked up ahead: the first name after what the chunks brought
-// and beyond Every of the readers (a name a reader looked up already would advise
-// nothing), neither a probe nor sent already; -1 before the first chunk or where none is
-// left (see Next).
-func (a *followed) chunkHint(f *Follower, label int) int {
-	if a.streamed[label] < 0 {
-		return -1
-	}
-	members := a.e.ByClass[label]
-	after := max(a.streamed[label], a.head+f.opts.Every)
-	j, found := slices.BinarySearch(members, uint32(after))
-	if found {
-		j++
-	}
-	for ; j < len(members); j++ {
-		if k := members[j]; !f.IsProbe(a.e, k) && a.sent.Add(k) {
-			return int(k)
-		}
-	}
-	return -1
 }
 
 // Listed records that the listing of class label's directory of view key was answered.

@@ -85,19 +85,19 @@ kernel's page cache as it arrives: its reader then opens and reads it with no re
 cassfs beyond the lookup of its name. A helper process (--look-ahead) looks up the names
 of an epoch along its order ahead of the readers, over samples already fetched (or held
 in --cache-dir), so that the kernel knows them, and their bytes are pushed then (a class
-directory whose samples are all held is listed instead, one request for many names):
-readers walking an epoch in order send no request at all for most files (one name in 32
-is left to them: their lookups are how the prefetcher follows them). Pushed pages are
-ordinary page cache, which the kernel may reclaim; a read of one that was reclaimed is
-served as without pushing (and many at once make cassfs push again the files it had
-pushed or read whole, which it otherwise skips). --cache-size bounds what the daemon
-holds, not the page cache: files the page cache still has from an earlier epoch are
-neither fetched again nor (with --cache-dir) read from the directory, so a dataset that
-fits in the page cache but not in --cache-size reads its later epochs from memory and
-costs the database nothing. Pushed pages are charged to the daemon's memory cgroup
-(Kubernetes, systemd MemoryMax=), while a READ's are charged to its reader: under a limit
-cassfs pushes only within what the limit leaves and lets READs bring the rest (cassfs
-stats shows the limit, the usage and the page cache of it).
+directory wholly held is listed instead, one request for many names; a reader's own
+listing of one, as ImageFolder's, binds its names too): readers walking an epoch in order
+send no request for most files (one name in 32 is left to them: their lookups are how the
+prefetcher follows them). Pushed pages are ordinary page cache, which the kernel may
+reclaim; a read of a reclaimed one is served as without pushing (and many at once make
+cassfs push again the files it had pushed or read whole, which it otherwise skips).
+--cache-size bounds what the daemon holds, not the page cache: files the page cache still
+has from an earlier epoch are neither fetched again nor (with --cache-dir) read from the
+directory, so a dataset that fits in the page cache but not in --cache-size reads its
+later epochs from memory and costs the database nothing. Pushed pages are charged to the
+daemon's memory cgroup (Kubernetes, systemd MemoryMax=), while a READ's are charged to
+its reader: under a limit cassfs pushes only within what the limit leaves and lets READs
+bring the rest (cassfs stats shows the limit, the usage and the page cache of it).
 
 --order arrival (the default) binds each name, on its first lookup, to a sample of the
 same class that has already arrived, so no reader waits behind a slow fetch and readers
