@@ -160,15 +160,28 @@ func TestDALIFileRoot(t *testing.T) {
 }
 
 // TestTorchvisionImageFolder: ImageFolder with a shuffling multi-worker DataLoader sees
-// every sample exactly once per epoch with its class index as label.
+// every sample exactly once per epoch with its class index as label. In a warm epoch
+// (every sample held) its own listing binds the names, so few files cost a LOOKUP.
 func TestTorchvisionImageFolder(t *testing.T) {
 	d := sharedDataset(t)
-	m := startMount(t, d.name)
-	classes, items := readTorchvision(t, d, filepath.Join(m.dir, "all", "epoch-4"))
-	if !slices.Equal(classes, d.ix.Labels()) {
-		t.Errorf("ImageFolder classes %q, want %q", classes, d.ix.Labels())
+	m := startMount(t, d.name, "--metrics-addr", "127.0.0.1:0")
+	url := metricsURL(t, m)
+	lookups := func() float64 {
+		v, _ := metricValue(scrape(t, url), `cassfs_fuse_requests_total\{op="lookup"\}`)
+		return v
 	}
-	expectEachOnce(t, d, "torchvision", items)
+	for _, e := range []string{"epoch-4", "epoch-5"} {
+		before := lookups()
+		classes, items := readTorchvision(t, d, filepath.Join(m.dir, "all", e))
+		if !slices.Equal(classes, d.ix.Labels()) {
+			t.Errorf("%s: ImageFolder classes %q, want %q", e, classes, d.ix.Labels())
+		}
+		expectEachOnce(t, d, "torchvision "+e, items)
+		// The probes (one name in 32), the epoch's and its classes' directories.
+		if n := lookups() - before; e == "epoch-5" && n > float64(len(items)/32+16) {
+			t.Errorf("%s, every sample held: %v LOOKUPs for %d files; want its listing to bind the names", e, n, len(items))
+		}
+	}
 }
 
 // TestEpochsAcrossMounts: epoch N and N+1 differ; epoch N listed twice, or by two mounts with
