@@ -44,14 +44,16 @@ func openListing(n int, entry func(k int) fuse.DirEntry) (gofs.FileHandle, uint3
 
 // classListing lists a class directory. Under READDIRPLUS, go-fuse asks it to look each
 // listed name up (FileLookuper): the kernel then caches the names it returns with their
-// inodes, as if each had been looked up. Names are looked up so only where a lookup by
-// itself would be right: under strict binding always (as the directory's Lookup would), for
-// a listing the lookahead asked its helper for (lookahead.go, "whole class directories"),
-// and, under arrival binding, for a reader's listing of a class whose samples are all at
-// hand (wholeHeld: every name then binds as its lookup would); otherwise a listing binds
-// nothing (the entry goes out without a node, which the kernel takes as a plain entry).
-// A class too large (listedNodesMax) gets no nodes, nor do the probes of a reader's
-// listing (readerListedLookup).
+// inodes, as if each had been looked up. Names are looked up so for a listing the
+// lookahead asked its helper for (lookahead.go, "whole class directories"), and for a
+// reader's listing where the helper follows the readers and a lookup by itself would bind
+// the name to the same sample: under strict binding always, under arrival binding where
+// every sample of the class is at hand (wholeHeld). The probes of a reader's listing go
+// out without a node (readerListedLookup): the readers' lookups of them are how the
+// follower sees where they are. Otherwise a listing binds nothing (the entry goes out
+// without a node, which the kernel takes as a plain entry): without the helper the
+// prefetcher follows the readers by their own lookups alone. A class too large
+// (listedNodesMax) gets no nodes.
 type classListing struct {
 	*listing
 	d *classDir
@@ -74,14 +76,10 @@ func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryO
 	if len(h.e.ByClass[d.label]) > listedNodesMax {
 		return nil, syscall.EAGAIN // no node: a plain entry
 	}
-	strict := d.fs.views.Mode() != view.Arrival
-	if la != nil && !d.targets && (strict || h.wholeHeld()) {
+	if la != nil && !d.targets && (d.fs.views.Mode() != view.Arrival || h.wholeHeld()) {
 		// Bound as a name looked up ahead: no reader is at it yet (a reader's own lookup
 		// would tell the follower and the prefetcher it is).
 		return la.readerListedLookup(ctx, d, h.e, name, out)
-	}
-	if strict {
-		return d.Lookup(ctx, name, out)
 	}
 	return nil, syscall.EAGAIN // no node: a plain entry
 }

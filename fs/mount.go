@@ -92,8 +92,6 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 			Logger:   o.Logger,
 		},
 	}
-	// READDIRPLUS stays on under arrival binding too: a class directory's listing binds
-	// names only where it should (classListing.Lookup).
 	// Not gofs.Mount: its WaitMount opens a file on the new mount (go-fuse's poll hack) from
 	// this process. A process killed while one of its threads waits on its own mount cannot
 	// die: the thread waits uninterruptibly for an answer no other thread is left to give,
