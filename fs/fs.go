@@ -111,6 +111,20 @@
 // since its last epoch) is pushed once the helper answers, the kernel having the entries
 // then, so that its reader finds it in the page cache instead of sending READs.
 //
+// # Readers' listings
+//
+// Readers list directories too: torchvision's ImageFolder lists every class directory of
+// an epoch, then reads class by class, not in the epoch's order, so the helper looks
+// nothing up for it and every file cost a LOOKUP in every warm epoch. The mount asks the
+// kernel for READDIRPLUS always, and a reader's listing of a class directory binds its
+// names as the helper's would where the binding is the same as a lookup's: under strict
+// binding always, under arrival binding where every sample of the class is held
+// (classListing.wholeHeld). Such names count as looked up ahead (view.Follower.
+// ReaderListed), not as read: the probes go out without a node, and the readers' lookups
+// of them report the reads (bench/history/journal.md, "a reader's listing of a held class
+// binds its names"). Without the helper a listing binds nothing: the prefetcher then
+// follows the readers by their own lookups.
+//
 // # Streamed class directories
 //
 // A cold epoch has few samples held ahead of its readers: the prefetcher's blobs arrive

@@ -90,8 +90,8 @@ func (h *classListing) Lookup(ctx context.Context, name string, out *fuse.EntryO
 const listedNodesMax = 1 << 14
 
 // wholeHeld reports whether every sample of the listed class was at hand when first asked:
-// then a reader's listing binds its names as the helper's would (lookahead.go, "Readers'
-// listings").
+// then a reader's listing binds its names as the helper's would (see "Readers' listings"
+// in fs.go).
 func (h *classListing) wholeHeld() bool {
 	if h.held == 0 {
 		h.held = 1

@@ -441,13 +441,12 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 	return ch, 0, true
 }
 
-// readerListedLookup looks up name, listed by a reader in class directory d of view e whose
-// samples are all at hand (classListing.wholeHeld): bound now, to what a lookup would bind
-// it to, a name costs its reader no LOOKUP. Readers that list a directory before reading
-// it (torchvision's ImageFolder lists every class, then reads class by class) otherwise
-// send one per file in every warm epoch. Probes go out without a node: readers still look
-// them up, which is how the follower sees where they are. The binding reports no access,
-// as a name looked up ahead.
+// readerListedLookup looks up name, listed by a reader in class directory d of view e
+// under strict binding or with every sample of the class at hand (classListing.wholeHeld;
+// see "Readers' listings" in fs.go): bound now, to what a lookup would bind it to, a name
+// costs its reader no LOOKUP. Probes go out without a node: readers still look them up,
+// which is how the follower sees where they are. The binding reports no access, as a name
+// looked up ahead.
 func (la *lookahead) readerListedLookup(ctx context.Context, d *classDir, e *view.Epoch, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	k, found := e.EntryPos(name)
 	if !found {
