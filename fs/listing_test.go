@@ -75,13 +75,14 @@ func TestStreamedFirstEpoch(t *testing.T) {
 }
 
 // The kernel asks for READDIRPLUS for every listing: by-uuid's entries, and those of a
-// class directory too large to bind, go out without nodes (even under strict binding,
-// where a smaller class's listing binds every name), so listing them makes no inode.
+// class directory too large to bind, go out without nodes (even under strict binding with
+// the helper, where a smaller class's listing binds every name but the probes), so listing
+// them makes no inode.
 func TestLargeListingsMakeNoNodes(t *testing.T) {
 	const n = cfs.ListedNodesMax + 1
 	f := newFixtureSized(t, n, []string{"a"}, memstore.Options{}, nil, nil, func(int) int { return 1 })
-	var fsys *cfs.FS
-	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	mnt, fsys, _, stop := lookaheadMount(t, f, false, 32)
+	defer stop()
 	for _, dir := range []string{filepath.Join(mnt, "by-uuid"), filepath.Join(mnt, "all", "epoch-0", "a")} {
 		plus, looked := fsys.RequestStats()["readdirplus"], fsys.Stats().Lookups
 		entries := testkit.Must(os.ReadDir(dir))(t)

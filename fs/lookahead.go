@@ -90,8 +90,8 @@ type listKey struct {
 type LookaheadStats struct {
 	Sent     int64 // names sent to the helper
 	Answered int64 // of which looked up
-	// ReaderListed: names bound by readers' own listings of class directories whose
-	// samples were all at hand (readerListedLookup).
+	// ReaderListed: names bound by readers' own listings of class directories
+	// (readerListedLookup).
 	ReaderListed int64
 }
 

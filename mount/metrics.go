@@ -93,7 +93,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 		&requestsCollector{f: f},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_lookahead_names_total", Help: "Names looked up ahead of the readers by the helper process (--look-ahead)."},
 			func() float64 { return float64(f.LookaheadStats().Answered) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_reader_listed_names_total", Help: "Names bound by readers' own listings of class directories whose samples were all at hand (--push with --look-ahead, --order arrival): their readers open them with no LOOKUP."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_reader_listed_names_total", Help: "Names bound by readers' own listings of class directories (--push with --look-ahead; under --order arrival where every sample of the class is at hand): their readers open them with no LOOKUP."},
 			func() float64 { return float64(f.LookaheadStats().ReaderListed) }),
 	)
 	for _, r := range []struct {
