@@ -127,6 +127,11 @@ func waitReads(t *testing.T, r *reader, n int64, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for r.reads.Load() < n {
+		select {
+		case <-r.done:
+			t.Fatalf("the steady reader ran out of files after %d reads, want %d: the steps around it took longer than its files last", r.reads.Load(), n)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the steady reader made %d reads in %v, want %d", r.reads.Load(), within, n)
 		}
@@ -152,7 +157,9 @@ func TestClusterNodeFailure(t *testing.T) {
 	for k := range steady {
 		steady[k] = filepath.Join(m.dir, "all", "epoch-1", steady[k])
 	}
-	rd := startReader(steady, 12*time.Millisecond) // ~80 files/s: 30 s of new samples
+	// ~50 files/s: 48 s of new samples, beyond what the steps below take (a run at ~80
+	// files/s once ran out of files before node 2 was back: its stop and start took 26 s).
+	rd := startReader(steady, 20*time.Millisecond)
 
 	py := python(t)
 	var dali daliOut
