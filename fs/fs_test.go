@@ -103,10 +103,13 @@ type mountOpts struct {
 	push   bool
 }
 
-// mount serves the fixture at a new directory until the test ends.
+// mount serves the fixture at a new directory until the test ends, holding the kernel's
+// caches shared meanwhile: assertions across epochs count on the pages and inodes they
+// keep, which a test of another process dropping them would take.
 func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	t.Helper()
 	requireFUSE(t)
+	testkit.LockCaches(t, false)
 	cache := o.cache
 	if cache == nil {
 		cache = prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 20})
