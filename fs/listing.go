@@ -95,17 +95,8 @@ const listedNodesMax = 1 << 14
 func (h *classListing) wholeHeld() bool {
 	if h.held == 0 {
 		h.held = 1
-		if held := h.d.fs.cfg.Held; held != nil {
-			all := true
-			for _, k := range h.e.ByClass[h.d.label] {
-				if !held(h.e.Order[k]) {
-					all = false
-					break
-				}
-			}
-			if all {
-				h.held = 2
-			}
+		if held := h.d.fs.cfg.Held; held != nil && h.e.AllHeld(h.d.label, held) {
+			h.held = 2
 		}
 	}
 	return h.held == 2

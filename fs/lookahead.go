@@ -414,13 +414,10 @@ func (la *lookahead) listedLookup(ctx context.Context, d *classDir, e *view.Epoc
 		return nil, syscall.EAGAIN, true // a probe, a name at the readers, or sent by itself
 	}
 	la.mu.Unlock()
-	i, found := la.f.views.LookupAhead(e, d.label, name)
-	if !found {
+	ch, i, known := la.bindListed(ctx, d, e, name, out)
+	if ch == nil {
 		return nil, syscall.ENOENT, true
 	}
-	known := la.f.known.Has(i)
-	la.f.sampleAttr(i, &out.Attr)
-	ch := la.f.sampleInode(ctx, d.EmbeddedInode(), i)
 	la.sent.Add(1)
 	la.answered.Add(1)
 	if la.f.cfg.LookedAhead == nil {
@@ -464,18 +461,28 @@ func (la *lookahead) readerListedLookup(ctx context.Context, d *classDir, e *vie
 	if !bind {
 		return nil, syscall.EAGAIN // a probe
 	}
-	i, found := la.f.views.LookupAhead(e, d.label, name)
-	if !found {
+	ch, i, known := la.bindListed(ctx, d, e, name, out)
+	if ch == nil {
 		return nil, syscall.ENOENT
 	}
-	known := la.f.known.Has(i)
-	la.f.sampleAttr(i, &out.Attr)
-	ch := la.f.sampleInode(ctx, d.EmbeddedInode(), i)
 	la.readerListed.Add(1)
 	if known && la.f.cfg.LookedAhead != nil {
 		la.f.cfg.LookedAhead(i) // pushed now if held but not in the page cache
 	}
 	return ch, 0
+}
+
+// bindListed binds name, listed in class directory d of view e, as a name looked up ahead
+// (no access reported) and returns its sample's node, nil if e has no such name; known:
+// the kernel knew the sample's inode before, so its blob can be pushed now.
+func (la *lookahead) bindListed(ctx context.Context, d *classDir, e *view.Epoch, name string, out *fuse.EntryOut) (_ *gofs.Inode, i uint32, known bool) {
+	i, found := la.f.views.LookupAhead(e, d.label, name)
+	if !found {
+		return nil, 0, false
+	}
+	known = la.f.known.Has(i)
+	la.f.sampleAttr(i, &out.Attr)
+	return la.f.sampleInode(ctx, d.EmbeddedInode(), i), i, known
 }
 
 // streamChunk is how much of a streamed directory one request reads: the kernel asks the

@@ -170,7 +170,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 				// once the prefetcher may have brought it, not given up for the epoch.
 				a.listed[label] = listDeclined
 				a.retry[label] = k + max(f.opts.Distance/2, f.opts.Every)
-				if held != nil && allHeld(a.e, label, held) {
+				if held != nil && a.e.AllHeld(label, held) {
 					a.listed[label] = listPending
 					list(a.e, a.dir, label)
 				} else if f.opts.Stream != nil && f.opts.Stream() {
@@ -200,8 +200,8 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 	return waiting
 }
 
-// allHeld reports whether every sample of label in view e is held.
-func allHeld(e *Epoch, label int, held func(uint32) bool) bool {
+// AllHeld reports whether every sample of class label in view e is held.
+func (e *Epoch) AllHeld(label int, held func(uint32) bool) bool {
 	for _, k := range e.ByClass[label] {
 		if !held(e.Order[k]) {
 			return false
