@@ -1,5 +1,7 @@
 package fs
 
+import gofs "github.com/hanwen/go-fuse/v2/fs"
+
 // ReclaimAfter is how many READs of resident files at once make every mark be forgotten.
 const ReclaimAfter = reclaimAfter
 
@@ -23,3 +25,26 @@ const NearQuiet, NearSparse = nearQuiet, nearSparse
 
 // ListedNodesMax is the most entries of a class directory a listing gives nodes to.
 const ListedNodesMax = listedNodesMax
+
+// SampleLinks counts the names of samples and targets in go-fuse's tree: the links under
+// class directories reachable from the root.
+func (f *FS) SampleLinks() int {
+	n := 0
+	var walk func(in *gofs.Inode)
+	walk = func(in *gofs.Inode) {
+		_, class := in.Operations().(*classDir)
+		for _, ch := range in.Children() {
+			if class {
+				n++
+			} else if ch.IsDir() {
+				walk(ch)
+			}
+		}
+	}
+	walk(f.root.EmbeddedInode())
+	return n
+}
+
+// Pruned counts the names taken out of past epochs, and the class directories the kernel
+// was told to drop (prune.go).
+func (f *FS) Pruned() (names, dirs int64) { return f.past.pruned.Load(), f.past.dropped.Load() }

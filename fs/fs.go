@@ -43,6 +43,19 @@
 // Pushing keeps OPEN unanswered, so it excludes passthrough. Requests that do reach
 // cassfs are counted by operation (requests.go: FS.RequestStats).
 //
+// # Past epochs leave the tree
+//
+// Every name of every epoch read is a link in go-fuse's tree (a class directory's table of
+// names, a parent in the sample's node), and the kernel keeps every epoch's entries until
+// memory runs short: kept, the daemon grew by 150-200 bytes per sample per epoch (the
+// journal's "past epochs leave the tree"), gigabytes over a long training on a large
+// dataset. So each split's (or shard directory's) two epochs that got names last keep
+// them, and the class directories of older ones are pruned in the background (prune.go):
+// their names leave the tree, they leave their epoch directory, and where every sample of
+// one was looked up again since, the kernel is told to drop its entry (which drops the
+// entries under it). Its inode forgotten, its node is freed. The samples' inodes stay,
+// with their page cache, held by the newer entries.
+//
 // # The read path
 //
 //	LOOKUP <class>/<pos>_<name>   fs: the class directory's node
@@ -355,6 +368,8 @@ type FS struct {
 	// helper is the lookahead helper's feed while the helper runs (StartLookahead; nil once
 	// it is gone), lastHelper the last one, kept for its counters.
 	helper, lastHelper atomic.Pointer[lookahead]
+	past               pastEpochs // past epochs' names leave go-fuse's tree (prune.go)
+	root               *rootDir   // the tree's root, once Root made it
 }
 
 // ServeStats counts what readers were served.
@@ -416,7 +431,10 @@ func New(cfg Config) *FS {
 }
 
 // Root returns the root directory node.
-func (f *FS) Root() gofs.InodeEmbedder { return &rootDir{dirNode: dirNode{fs: f}} }
+func (f *FS) Root() gofs.InodeEmbedder {
+	f.root = &rootDir{dirNode: dirNode{fs: f}}
+	return f.root
+}
 
 // sampleAttr fills the attributes of sample i.
 func (f *FS) sampleAttr(i uint32, a *fuse.Attr) {
@@ -444,6 +462,7 @@ func (f *FS) sampleNode(ctx context.Context, parent *gofs.Inode, i uint32, out *
 func (f *FS) sampleInode(ctx context.Context, parent *gofs.Inode, i uint32) *gofs.Inode {
 	f.lookups.Add(1)
 	f.known.Put(i, true)
+	f.linking(parent)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstSampleIno + uint64(i)})
 }
 
@@ -460,6 +479,7 @@ func (f *FS) targetAttr(i uint32, a *fuse.Attr) {
 func (f *FS) targetNode(ctx context.Context, parent *gofs.Inode, i uint32, out *fuse.EntryOut) *gofs.Inode {
 	f.targetAttr(i, &out.Attr)
 	f.knownTargets.Put(i, true)
+	f.linking(parent)
 	return parent.NewInode(ctx, &sampleFile{fs: f, i: i, target: true}, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: firstTargetIno + uint64(i)})
 }
 

@@ -151,13 +151,11 @@ func (la *lookahead) lookedUp(key view.Key, k, i uint32) {
 // readerAt records a reader's lookup of index k of view e, in the class directory at
 // classPath: the readers got there, so the names looked up for them before it were read
 // too (reported now), and the helper may run further.
-func (la *lookahead) readerAt(e *view.Epoch, classPath func() string, k uint32) {
+func (la *lookahead) readerAt(e *view.Epoch, classPath string, k uint32) {
 	la.mu.Lock()
 	dir := ""
 	if !la.follow.Follows(e) {
-		la.mu.Unlock()
-		dir = path.Dir(classPath()) // go-fuse's tree locks: not under mu
-		la.mu.Lock()
+		dir = path.Dir(classPath)
 	}
 	covered := la.follow.ReaderAt(e, dir, k)
 	la.mu.Unlock()
@@ -452,9 +450,7 @@ func (la *lookahead) readerListedLookup(ctx context.Context, d *classDir, e *vie
 	la.mu.Lock()
 	dir := ""
 	if !la.follow.Follows(e) {
-		la.mu.Unlock()
-		dir = path.Dir(d.Path(nil)) // go-fuse's tree locks: not under mu
-		la.mu.Lock()
+		dir = path.Dir(d.path)
 	}
 	bind := la.follow.ReaderListed(e, dir, k)
 	la.mu.Unlock()

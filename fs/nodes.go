@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cassfs/cassfs/splits"
@@ -185,7 +186,7 @@ func (d *epochDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 		return nil, syscall.ENOENT
 	}
 	return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &classDir{dirNode: dirNode{fs: d.fs}, key: d.key, label: label, targets: d.targets}
+		return &classDir{dirNode: dirNode{fs: d.fs}, key: d.key, label: label, targets: d.targets, path: d.Path(nil) + "/" + name}
 	}), 0
 }
 
@@ -208,6 +209,10 @@ type classDir struct {
 	key     view.Key
 	label   int
 	targets bool
+	// path is the directory's path in the mount, kept from its making: go-fuse's tree
+	// loses it once the directory is pruned (prune.go) while the kernel may still use it.
+	path    string
+	tracked atomic.Bool // its names are tracked for pruning
 }
 
 var (
@@ -250,7 +255,7 @@ func (d *classDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if !ok {
 		return nil, syscall.ENOENT
 	}
-	la.readerAt(e, func() string { return d.Path(nil) }, k)
+	la.readerAt(e, d.path, k)
 	return d.fs.sampleNode(ctx, d.EmbeddedInode(), i, out), 0
 }
 
