@@ -21,7 +21,7 @@ func (f *FS) Unknow(i uint32) { f.known.Put(i, false) }
 
 // NearQuiet and NearSparse: every resident file nearing the readers is looked at until
 // NearQuiet in a row were found whole, then one in NearSparse (residency.go).
-const NearQuiet, NearSparse = nearQuiet, nearSparse
+const NearQuiet, NearSparse, NearSend = nearQuiet, nearSparse, nearSend
 
 // ListedNodesMax is the most entries of a class directory a listing gives nodes to.
 const ListedNodesMax = listedNodesMax
@@ -48,3 +48,11 @@ func (f *FS) SampleLinks() int {
 // Pruned counts the names taken out of past epochs, and the class directories the kernel
 // was told to drop (prune.go).
 func (f *FS) Pruned() (names, dirs int64) { return f.past.pruned.Load(), f.past.dropped.Load() }
+
+// NearSends counts the writes to the helper that carried looks at nearing files.
+func (f *FS) NearSends() int64 {
+	la := f.lastHelper.Load()
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	return la.nearSends
+}

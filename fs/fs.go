@@ -237,7 +237,9 @@
 // the helper's CPU beside the readers', and a proactive reclaim takes a file in a thousand
 // or so: once nearQuiet files in a row were found whole, one in nearSparse is looked at,
 // every one again for a while after pages are found gone (a look finds a file short, or a
-// resident file is READ); the files missed come by READs.
+// resident file is READ); the files missed come by READs. Looks go to the helper nearSend
+// or more at a time (sendNearing): one at a time, every probe of a warm epoch cost both
+// processes a round of wake-ups for one look.
 //
 // # Ps for the work, beside go-fuse's waiting readers
 //

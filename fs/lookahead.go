@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +67,10 @@ type lookahead struct {
 	// READ): every one is looked at within nearQuiet of that, one in nearSparse after.
 	// Guarded by mu.
 	nearSeen, nearLost int64
+	// nearHeld is looks at nearing files not sent yet (sendNearing), nearSends how many
+	// writes carried some; guarded by mu.
+	nearHeld  []string
+	nearSends int64
 	// A rewind of the prefetcher is due for files found short (residency.go).
 	rewindDue atomic.Bool
 	// The helper cannot look at the page cache: nearing files are not asked about.
@@ -227,7 +230,7 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
-	return append(lines, nearing...), waiting
+	return la.sendNearing(lines, nearing), waiting
 }
 
 // namePath is the path, from the mount's root, of index k of view e, whose directory is
@@ -346,7 +349,6 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runtime.LockOSThread()
 			var st unix.Stat_t
 			buf := make([]byte, 1<<20)
 			for line := range reqs {

@@ -164,8 +164,8 @@ func TestResidentFilesNearingTheReadersAreLookedAt(t *testing.T) {
 
 // TestNearingFilesLookedAtSparselyWhileNoneIsShort: once NearQuiet files in a row were
 // found whole as they neared the readers, one in NearSparse is looked at (a look costs the
-// helper's CPU, beside the readers'); a resident file READ, its pages gone, has every one
-// looked at again for a while.
+// helper's CPU, beside the readers'), and looks go to the helper NearSend or more at a time;
+// a resident file READ, its pages gone, has every one looked at again for a while.
 func TestNearingFilesLookedAtSparselyWhileNoneIsShort(t *testing.T) {
 	const n, every = 1024, 32
 	f := residencyFixture(t, n)
@@ -182,19 +182,24 @@ func TestNearingFilesLookedAtSparselyWhileNoneIsShort(t *testing.T) {
 	}
 	e1, e2 := epochPaths(t, mnt, "1"), epochPaths(t, mnt, "2")
 	readAll(epochPaths(t, mnt, "0"), "") // read whole: resident
-	before := fsys.PushStats()
+	before, sends := fsys.PushStats(), fsys.NearSends()
 	readAll(e1, "")
 	s := fsys.PushStats()
+	sends = fsys.NearSends() - sends
 	// The machine's proactive reclaim (DAMON's pageout) may take pages meanwhile: each file
 	// found short, or READ as resident, has the next NearQuiet looked at.
 	lost := s.CheckedGone - before.CheckedGone + s.ResidentReads - before.ResidentReads
 	looked := s.NearChecked - before.NearChecked
 	most := int64(cfs.NearQuiet + n/cfs.NearSparse + 16 + lost*cfs.NearQuiet)
-	t.Logf("epoch 1: %d files looked at, %d found short or READ", looked, lost)
+	t.Logf("epoch 1: %d files looked at in %d writes to the helper, %d found short or READ", looked, sends, lost)
 	// (Epoch 0's pushed files were the first NearQuiet; the names near the start and the
 	// probes are not looked up ahead.)
 	if looked > most || looked < n/cfs.NearSparse/2 {
 		t.Errorf("epoch 1 with no page gone: %d files looked at as they neared the readers, want %d to %d (all until %d in a row were whole, then one in %d)", looked, n/cfs.NearSparse/2, most, cfs.NearQuiet, cfs.NearSparse)
+	}
+	// Looks go to the helper several at a time: a write costs both processes wake-ups.
+	if most := looked/cfs.NearSend + 8; sends > most {
+		t.Errorf("epoch 1: %d looks in %d writes to the helper, want at most %d writes", looked, sends, most)
 	}
 	// Epoch 2: a file of its first half paged out, and READ by its reader: the files
 	// after it are looked at, every one, for a while.
