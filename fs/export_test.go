@@ -1,6 +1,10 @@
 package fs
 
-import gofs "github.com/hanwen/go-fuse/v2/fs"
+import (
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+)
 
 // ReclaimAfter is how many READs of resident files at once make every mark be forgotten.
 const ReclaimAfter = reclaimAfter
@@ -55,4 +59,25 @@ func (f *FS) NearSends() int64 {
 	la.mu.Lock()
 	defer la.mu.Unlock()
 	return la.nearSends
+}
+
+// SetPruneIdle sets how long an older epoch must go without a link to be pruned, until the
+// test ends.
+func SetPruneIdle(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := pruneIdle
+	pruneIdle = d
+	t.Cleanup(func() { pruneIdle = old })
+}
+
+// EpochLinks counts the names in go-fuse's tree under epoch directory epoch of split.
+func (f *FS) EpochLinks(split, epoch string) int {
+	n := 0
+	if sp := f.root.GetChild(split); sp != nil {
+		if ep := sp.GetChild(epoch); ep != nil {
+			for _, class := range ep.Children() {
+				n += len(class.Children())
+			}
+		}
+	}
+	return n
 }

@@ -50,11 +50,12 @@
 // memory runs short: kept, the daemon grew by 150-200 bytes per sample per epoch (the
 // journal's "past epochs leave the tree"), gigabytes over a long training on a large
 // dataset. So each split's (or shard directory's) two epochs that got names last keep
-// them, and the class directories of older ones are pruned in the background (prune.go):
-// their names leave the tree, they leave their epoch directory, and where every sample of
-// one was looked up again since, the kernel is told to drop its entry (which drops the
-// entries under it). Its inode forgotten, its node is freed. The samples' inodes stay,
-// with their page cache, held by the newer entries.
+// them, and the class directories of older ones in which no name was linked for a while
+// (pruneIdle: several readers in epochs of their own each keep theirs) are pruned in the
+// background (prune.go): their names leave the tree, they leave their epoch directory,
+// and where every sample of one was looked up again since, the kernel is told to drop
+// its entry (which drops the entries under it). Its inode forgotten, its node is freed.
+// The samples' inodes stay, with their page cache, held by the newer entries.
 //
 // # The read path
 //

@@ -212,7 +212,8 @@ type classDir struct {
 	// path is the directory's path in the mount, kept from its making: go-fuse's tree
 	// loses it once the directory is pruned (prune.go) while the kernel may still use it.
 	path    string
-	tracked atomic.Bool // its names are tracked for pruning
+	tracked atomic.Bool  // its names are tracked for pruning
+	last    atomic.Int64 // when a name was last linked in it (Unix ns; prune.go)
 }
 
 var (

@@ -3,6 +3,7 @@ package fs
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cassfs/cassfs/splits"
 	"github.com/cassfs/cassfs/view"
@@ -13,6 +14,13 @@ import (
 // targets) keep their names in go-fuse's tree: the one the readers are in and the one
 // before it, which readers finishing an epoch while others begin the next still use.
 const keptEpochs = 2
+
+// pruneIdle is how long an older epoch view must have gone without a name linked before it
+// is pruned: several readers on one mount (two trainings, each in its own epoch) each keep
+// theirs, where pruning by order alone would have each one's next epoch prune the other's
+// current one, and its readers look every name up again. A view being read links names as
+// its readers go (their probes, the helper's names), so one left this long is done with.
+var pruneIdle = 2 * time.Second
 
 // pastEpochs takes the names of past epochs out of go-fuse's tree (see "Past epochs leave
 // the tree" in the package doc).
@@ -32,19 +40,24 @@ type epochFamily struct {
 }
 
 // recentEpochs is a family's views with names in the tree, in the order they got their
-// first, and the class directories holding them.
+// first, and the class directories holding them (each with the time of its last link).
 type recentEpochs struct {
 	order []view.Key
 	dirs  map[view.Key][]*classDir
 }
 
 // linking is told of every sample (or target) node go-fuse is about to link under parent.
-// The first link of a class directory since it was last pruned tracks the directory; once
-// more than keptEpochs views of its family have names in the tree, the oldest are pruned,
-// in the background (a request's answer does not wait for it).
+// The first link of a class directory since it was last pruned tracks the directory; then,
+// of the views of its family with names in the tree, all but the keptEpochs that got their
+// first last are pruned if no name was linked in them for pruneIdle, in the background (a
+// request's answer does not wait for it).
 func (f *FS) linking(parent *gofs.Inode) {
 	d, ok := parent.Operations().(*classDir)
-	if !ok || d.tracked.Swap(true) {
+	if !ok {
+		return
+	}
+	d.last.Store(time.Now().UnixNano())
+	if d.tracked.Swap(true) {
 		return
 	}
 	if old := f.past.track(d); len(old) > 0 {
@@ -53,7 +66,8 @@ func (f *FS) linking(parent *gofs.Inode) {
 }
 
 // track records class directory d's view as having names in the tree and returns the
-// class directories of the views that fall out of the last keptEpochs.
+// class directories of the views that are pruned now: beyond the last keptEpochs, and idle
+// for pruneIdle.
 func (p *pastEpochs) track(d *classDir) (old []*classDir) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -70,12 +84,31 @@ func (p *pastEpochs) track(d *classDir) (old []*classDir) {
 		r.order = append(r.order, d.key)
 	}
 	r.dirs[d.key] = append(r.dirs[d.key], d)
-	for len(r.order) > keptEpochs {
-		old = append(old, r.dirs[r.order[0]]...)
-		delete(r.dirs, r.order[0])
-		r.order = r.order[1:]
+	if len(r.order) <= keptEpochs {
+		return nil
 	}
+	idleSince := time.Now().Add(-pruneIdle).UnixNano()
+	kept := r.order[:0]
+	for k, key := range r.order {
+		if k < len(r.order)-keptEpochs && idle(r.dirs[key], idleSince) {
+			old = append(old, r.dirs[key]...)
+			delete(r.dirs, key)
+			continue
+		}
+		kept = append(kept, key)
+	}
+	r.order = kept
 	return old
+}
+
+// idle reports whether no name was linked in any of dirs since the time since.
+func idle(dirs []*classDir, since int64) bool {
+	for _, d := range dirs {
+		if d.last.Load() > since {
+			return false
+		}
+	}
+	return true
 }
 
 // prune takes every name out of class directories dirs, and each directory out of its

@@ -42,6 +42,7 @@ func readEpoch(t *testing.T, f *fixture, mnt string, e int) int {
 // epoch. Two epochs keep theirs; an epoch read again after its names went reads the same.
 func TestPastEpochsLeaveTheTree(t *testing.T) {
 	const n = 60
+	cfs.SetPruneIdle(t, 0)
 	f := newFixture(t, n, classes, memstore.Options{})
 	var fsys *cfs.FS
 	mnt := f.mount(t, mountOpts{fsys: &fsys})
@@ -72,4 +73,44 @@ func TestPastEpochsLeaveTheTree(t *testing.T) {
 		t.Error("epoch 0's class directory is still in the kernel's cache")
 	}
 	readEpoch(t, f, mnt, 0) // pruned: read again, every byte right
+}
+
+// Two readers on one mount, each in its own epoch (two trainings sharing a dataset): the
+// epochs one of them starts prune only what neither links names in any more, not the
+// other's current epoch, whose names would all be looked up again.
+func TestEpochsInUseAreNotPruned(t *testing.T) {
+	const n = 60
+	cfs.SetPruneIdle(t, 300*time.Millisecond)
+	f := newFixture(t, n, classes, memstore.Options{})
+	var fsys *cfs.FS
+	mnt := f.mount(t, mountOpts{fsys: &fsys})
+	slow := filepath.Join(mnt, "all", "epoch-0")
+	lines, err := os.ReadFile(filepath.Join(slow, "file_list.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { // a reader of epoch 0, a file every 60 ms
+		for _, line := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+			if _, err := os.ReadFile(filepath.Join(slow, string(line[:bytes.LastIndexByte(line, ' ')]))); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(60 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	for e := 1; e <= 4; e++ { // the other reader, fast, resting between epochs
+		readEpoch(t, f, mnt, e)
+		time.Sleep(400 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := fsys.EpochLinks("all", "epoch-0"); got != n {
+		t.Errorf("epoch 0, read throughout: %d of its %d names in the tree (pruned while read)", got, n)
+	}
+	if _, dirs := fsys.Pruned(); dirs < int64(2*len(classes)) {
+		t.Errorf("%d class directories dropped, want at least %d (epochs 1 and 2, idle)", dirs, 2*len(classes))
+	}
 }
