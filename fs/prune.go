@@ -56,7 +56,10 @@ func (f *FS) linking(parent *gofs.Inode) {
 	if !ok {
 		return
 	}
-	d.last.Store(time.Now().UnixNano())
+	// Written at most every 100 ms: every lookup passes here, from every thread.
+	if now := time.Now().UnixNano(); now-d.last.Load() > int64(100*time.Millisecond) {
+		d.last.Store(now)
+	}
 	if d.tracked.Swap(true) {
 		return
 	}
@@ -114,11 +117,13 @@ func idle(dirs []*classDir, since int64) bool {
 // prune takes every name out of class directories dirs, and each directory out of its
 // epoch directory. The kernel is then told to drop a directory's entry, and with it the
 // entries under it, only where every sample it holds was linked again since (in a newer
-// epoch): an inode whose last entry goes is dropped at once with its page cache
-// (generic_delete_inode), and a warm epoch would read it from the database again. Dropped,
-// the directory's inode is forgotten and its node, with its tables of names, freed; kept,
-// the names go from go-fuse's tables but the tables stay as large. A name the kernel asks
-// for again is looked up as any other, and a directory it still holds keeps answering.
+// epoch): the kernel may drop an inode whose last entry goes at once, page cache and all
+// (FUSE has long used generic_delete_inode), and a warm epoch would read it from the
+// database again. Dropped, the directory's inode is forgotten and its node, with its
+// tables of names, freed; kept, the names go from go-fuse's tables but the tables stay as
+// large. A name the kernel asks for again is looked up as any other, and a directory it
+// still holds keeps answering. A link go-fuse makes while its directory is being pruned
+// can stay behind; the directory is tracked again at its next link.
 func (p *pastEpochs) prune(dirs []*classDir) {
 	for _, d := range dirs {
 		d.tracked.Store(false) // a link from now on tracks it again
