@@ -110,7 +110,11 @@ func TestEpochsInUseAreNotPruned(t *testing.T) {
 	if got := fsys.EpochLinks("all", "epoch-0"); got != n {
 		t.Errorf("epoch 0, read throughout: %d of its %d names in the tree (pruned while read)", got, n)
 	}
-	if _, dirs := fsys.Pruned(); dirs < int64(2*len(classes)) {
-		t.Errorf("%d class directories dropped, want at least %d (epochs 1 and 2, idle)", dirs, 2*len(classes))
+	// Epochs 1 and 2 went idle: their names left the tree, and the kernel was told to drop
+	// at least epoch 2's directories, its samples linked again in epoch 3 by then (epoch 1
+	// may have been pruned as epoch 2 began, before its samples were linked again, and then
+	// stays in the kernel's cache).
+	if names, dirs := fsys.Pruned(); names < 2*n || dirs < int64(len(classes)) {
+		t.Errorf("%d names pruned and %d class directories dropped, want at least %d and %d (epochs 1 and 2, idle)", names, dirs, 2*n, len(classes))
 	}
 }
