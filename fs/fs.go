@@ -125,6 +125,18 @@
 // since its last epoch) is pushed once the helper answers, the kernel having the entries
 // then, so that its reader finds it in the page cache instead of sending READs.
 //
+// # The next epoch's names, bound between epochs
+//
+// A warm epoch's names are bound in the epoch itself: listing its class directories cost
+// the daemon 3–4 µs per name, and its first pass ran at 0.86–1.0× local disk where a
+// second pass of the same names, the kernel alone, ran at 1.06–1.2× (bench/history/
+// journal.md, "a warm epoch's first pass"). A training loop leaves the mount quiet between
+// epochs (validation, a checkpoint, its loader's restart). So once readers reached the end
+// of an epoch and looked nothing up for LookaheadOptions.NextEpoch, the next epoch of the
+// same split and shard is followed ahead of them (view.Follower.FollowAhead): its class
+// directories wholly held are listed then, and its readers find their names bound. Readers
+// who go straight on bind them as the epoch goes, as before; nothing is listed twice.
+//
 // # Readers' listings
 //
 // Readers list directories too: torchvision's ImageFolder lists every class directory of

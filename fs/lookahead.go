@@ -30,6 +30,10 @@ type LookaheadOptions struct {
 	// chunk at a time ahead of the readers (view.FollowOptions.Stream; "Streamed class
 	// directories" above).
 	Stream func() bool
+	// NextEpoch, if not 0, is how long readers who reached the end of an epoch must have
+	// looked up nothing before the next epoch's class directories wholly at hand are
+	// listed ahead of them ("The next epoch's names, bound between epochs" above).
+	NextEpoch time.Duration
 }
 
 // lookahead feeds the helper process and follows the readers.
@@ -173,8 +177,9 @@ func (la *lookahead) readerAt(e *view.Epoch, classPath string, k uint32) {
 func (la *lookahead) feed() {
 	// A name waiting for its sample is tried again every 2 ms; an idle mount is not woken.
 	// Readers gone for a second are not waited for.
-	retry := time.NewTimer(time.Hour)
+	retry, quiet := time.NewTimer(time.Hour), time.NewTimer(time.Hour)
 	defer retry.Stop()
+	defer quiet.Stop()
 	var lines []string
 	var active time.Time // the readers' last lookup
 	for {
@@ -183,7 +188,12 @@ func (la *lookahead) feed() {
 			return
 		case <-la.wake:
 			active = time.Now()
+			if la.opts.NextEpoch > 0 {
+				quiet.Reset(la.opts.NextEpoch)
+			}
 		case <-retry.C:
+		case <-quiet.C:
+			la.followNextEpochs()
 		}
 		var waiting bool
 		lines, waiting = la.next(lines[:0])
@@ -199,6 +209,27 @@ func (la *lookahead) feed() {
 		if err := la.out.Flush(); err != nil {
 			la.f.log.Warn("names are no longer looked up ahead of the readers", "err", err)
 			return
+		}
+	}
+}
+
+// followNextEpochs follows ahead of the readers the next epoch of each view whose readers
+// reached its end, the mount being quiet ("The next epoch's names, bound between epochs").
+func (la *lookahead) followNextEpochs() {
+	type view_ struct {
+		e   *view.Epoch
+		dir string
+	}
+	var ended []view_
+	la.mu.Lock()
+	la.follow.Ended(func(e *view.Epoch, dir string) { ended = append(ended, view_{e, dir}) })
+	la.mu.Unlock()
+	for _, v := range ended {
+		// The next epoch's order is computed outside mu: readers' lookups are not held up.
+		if e, dir, ok := la.f.views.NextEpoch(v.e, v.dir); ok {
+			la.mu.Lock()
+			la.follow.FollowAhead(e, dir)
+			la.mu.Unlock()
 		}
 	}
 }

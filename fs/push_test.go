@@ -375,6 +375,33 @@ func TestLookaheadListsWarmClassDirectories(t *testing.T) {
 	}
 }
 
+// Readers who finished an epoch and went quiet find the next one's names bound when they
+// come: its class directories were listed meanwhile, and the epoch costs them a LOOKUP
+// for the probes and the first names only, with every file's bytes right. (Readers who go
+// straight on find them bound as the epoch goes: TestLookaheadListsWarmClassDirectories.)
+func TestNextEpochListedWhileReadersAreQuiet(t *testing.T) {
+	const n, every = 400, 8
+	f := newFixture(t, n, classes, memstore.Options{})
+	mnt, fsys, _, stop := lookaheadMountWith(t, f, true, cfs.LookaheadOptions{Distance: 64, Every: every, NextEpoch: 20 * time.Millisecond})
+	defer stop()
+	readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-0")) // every sample held now
+	readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-1"))
+	// Listed once the readers were quiet 20 ms: every class, a READDIRPLUS each at least.
+	req := fsys.RequestStats()
+	deadline := time.Now().Add(5 * time.Second)
+	for fsys.RequestStats()["readdirplus"]-req["readdirplus"] < int64(len(classes)) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // its answers handled
+	req = fsys.RequestStats()
+	read := readEpochInOrder(t, f, filepath.Join(mnt, "all", "epoch-2"))
+	lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
+	t.Logf("epoch 2: %d files, %d LOOKUPs, %d READDIRPLUS", read, lookups, plus)
+	if plus != 0 || lookups > int64(read/every+every+8) {
+		t.Errorf("epoch 2 after quiet readers: %d LOOKUPs, %d READDIRPLUS for %d files; want its names bound before, a LOOKUP only for the probes, the first %d names and the directories", lookups, plus, read, every)
+	}
+}
+
 // A class directory too large for one 128 KiB READDIRPLUS is still listed in one: the
 // kernel sends READDIRPLUS only for a listing's first request and for one that follows a
 // lookup in the directory, plain READDIR otherwise, whose names the helper would look up

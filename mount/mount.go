@@ -364,6 +364,13 @@ func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server
 // TestClusterNodeFailure). --stream-names=false keeps arrival binding whole.
 const streamBelow = 50 * time.Millisecond
 
+// nextEpochQuiet is how long readers at the end of an epoch must have looked nothing up
+// before the next epoch's warm class directories are listed ahead of them
+// (fs.LookaheadOptions.NextEpoch). Readers walking an epoch look a name up every few
+// milliseconds (a probe in 32 files); ones that go straight on to the next epoch bind its
+// names themselves, as before, and the listing is not made twice.
+const nextEpochQuiet = 50 * time.Millisecond
+
 // streamNames reports whether class directories are streamed now (--stream-names, and
 // streamBelow: the smaller of the prefetcher's latency estimate and the store's shortest
 // query answer, once there is one). The store's counts because the prefetcher's can be its
@@ -398,7 +405,7 @@ func (m *Mount) serve(ctx context.Context, dir string, start func(cfs.MountOptio
 	// /dev/fuse holds it too until it execs, and a daemon killed meanwhile would leave the
 	// connection alive for that moment, its requests then aborted instead of refused.
 	if m.looksAhead() {
-		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead, Stream: m.streamNames}, m.log)
+		h, err := startLookahead(m.FS, m.opts.LookaheadHelper, dir, cfs.LookaheadOptions{Distance: m.opts.LookAhead, Stream: m.streamNames, NextEpoch: nextEpochQuiet}, m.log)
 		if err != nil {
 			m.log.Warn("names will not be looked up ahead of the readers", "err", err)
 		} else {

@@ -40,6 +40,13 @@ import (
 //     arrives, the kernel knowing the name and its inode by then. So a first epoch costs
 //     the readers' probes and a request per chunk, not a lookup per name; readers that
 //     leave the order are not followed, and keep arrival binding whole.
+//   - Where readers reached the end of a view (Ended), the caller may have the next epoch
+//     followed ahead of them (FollowAhead) while the mount is idle between epochs: its class
+//     directories whose samples are all held are listed as if the readers were about to
+//     begin it, and nothing else is looked up for it until they do. A warm epoch's names
+//     are then bound before its first reader, in the gap a training loop leaves between
+//     epochs (validation, a checkpoint, its loader's restart), instead of on the cores
+//     its readers need.
 //
 // A Follower is not safe for concurrent use: its caller holds one lock around it.
 type Follower struct {
@@ -61,19 +68,22 @@ type FollowOptions struct {
 
 // followed is one epoch view a Follower follows.
 type followed struct {
-	e        *Epoch
-	dir      string     // the caller's path of the epoch directory
-	head     int        // furthest index of the order a reader looked up
-	reported int        // readers' accesses reported up to this index
-	next     int        // next index to look up ahead
-	sent     bitset.Set // indices looked up ahead, by name or by a listing
-	listed   []uint8    // per label: listUntried, listPending, listDone, listDeclined, or stream*
-	retry    []int      // per label: the index from which a declined listing is tried again
-	want     []int      // per label, streamed: the furthest index within Distance wanting the stream
-	streamed []int      // per label, streamed: the furthest index its chunks brought
-	lookups  int        // readers' own lookups in the view
-	near     int        // Nearing has passed the names before this index
-	random   bool       // a reader looked up a name far behind the others: no looking ahead
+	e           *Epoch
+	dir         string     // the caller's path of the epoch directory
+	head        int        // furthest index of the order a reader looked up
+	reported    int        // readers' accesses reported up to this index
+	next        int        // next index to look up ahead
+	sent        bitset.Set // indices looked up ahead, by name or by a listing
+	listed      []uint8    // per label: listUntried, listPending, listDone, listDeclined, or stream*
+	retry       []int      // per label: the index from which a declined listing is tried again
+	want        []int      // per label, streamed: the furthest index within Distance wanting the stream
+	streamed    []int      // per label, streamed: the furthest index its chunks brought
+	lookups     int        // readers' own lookups in the view
+	near        int        // Nearing has passed the names before this index
+	random      bool       // a reader looked up a name far behind the others: no looking ahead
+	ahead       bool       // followed ahead of its readers (FollowAhead): no reader in it yet
+	listedAhead bool       // listAhead ran
+	ended       bool       // Ended reported it
 }
 
 // A class directory's listing.
@@ -131,6 +141,7 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 		a.reported = int(k)
 	}
 	a.lookups++
+	a.ahead = false
 	if int(k)+f.opts.Distance < a.head {
 		a.random = true
 	}
@@ -145,6 +156,10 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 // sample, or for a pending listing: the caller asks again shortly.
 func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label int)) (waiting bool) {
 	for _, a := range f.views {
+		if a.ahead {
+			f.listAhead(a, held, list)
+			continue
+		}
 		if a.random || a.lookups < 2*f.opts.Every {
 			continue // not (yet) readers walking the epoch in order
 		}
@@ -198,6 +213,54 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		}
 	}
 	return waiting
+}
+
+// listAhead lists, once, the class directories of view a (followed ahead of its readers)
+// whose names would come within Distance of readers at its start and whose samples are
+// all held: what Next would list as they begin it. Classes not wholly held are left to
+// Next once readers come.
+func (f *Follower) listAhead(a *followed, held func(uint32) bool, list func(e *Epoch, dir string, label int)) {
+	if a.listedAhead || held == nil {
+		return
+	}
+	a.listedAhead = true
+	tried := make([]bool, len(a.listed))
+	for k := range min(f.opts.Distance, len(a.e.Order)) {
+		label := a.e.set.ix.Label(a.e.Order[k])
+		if tried[label] || a.listed[label] != listUntried {
+			continue
+		}
+		tried[label] = true
+		if a.e.AllHeld(label, held) {
+			a.listed[label] = listPending
+			list(a.e, a.dir, label)
+		}
+	}
+}
+
+// Ended calls fn, once for each, for the views followed whose readers reached their end
+// (a name within Every of its last): the caller may follow the next epoch ahead of them
+// (FollowAhead).
+func (f *Follower) Ended(fn func(e *Epoch, dir string)) {
+	for _, a := range f.views {
+		if a.ended || a.ahead || a.random || a.lookups < 2*f.opts.Every || a.head+f.opts.Every < len(a.e.Order)-1 {
+			continue
+		}
+		a.ended = true
+		fn(a.e, a.dir)
+	}
+}
+
+// FollowAhead follows view e, whose directory is dir, ahead of its readers (see above): its
+// class directories wholly held are listed by Next as if readers were about to begin
+// it. A view followed already is left as it is.
+func (f *Follower) FollowAhead(e *Epoch, dir string) {
+	if f.Follows(e) {
+		return
+	}
+	a := f.follow(e, dir)
+	a.ahead = true
+	a.lookups = 2 * f.opts.Every // followed from the readers' first lookup, as were they in it
 }
 
 // AllHeld reports whether every sample of class label in view e is held.

@@ -301,3 +301,68 @@ func TestFollowerNearingWaitsForListings(t *testing.T) {
 		t.Errorf("listing answered: index %d not yielded (%v)", entry, ks)
 	}
 }
+
+// TestFollowerFollowsTheNextEpochAhead: a view is reported ended once, when its readers
+// come within Every of its end; the next epoch followed ahead of its readers has its class
+// directories wholly held listed once, and nothing looked up by name, until readers come.
+func TestFollowerFollowsTheNextEpochAhead(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	ended := func() (got []string) {
+		x.f.Ended(func(e *Epoch, dir string) { got = append(got, dir) })
+		return got
+	}
+	x.readers(0, 280)
+	x.next(nil)
+	if got := ended(); len(got) != 0 {
+		t.Fatalf("readers at 279 of 300: ended %v", got)
+	}
+	x.readers(280, 292)
+	if got := ended(); !slices.Equal(got, []string{"all/epoch-0"}) {
+		t.Fatalf("readers at 291 of 300: ended %v, want all/epoch-0", got)
+	}
+	if got := ended(); len(got) != 0 {
+		t.Fatalf("asked again: ended %v", got)
+	}
+	ne, dir, ok := x.e.set.NextEpoch(x.e, "all/epoch-0")
+	if !ok || dir != "all/epoch-1" || ne.Key.Epoch != 1 || ne.Key.Split != "all" {
+		t.Fatalf("NextEpoch: %v %q %v, want epoch 1 of all in all/epoch-1", ne.Key, dir, ok)
+	}
+	if _, _, ok := x.e.set.NextEpoch(x.e, "all/epoch-0.targets"); ok {
+		t.Error("NextEpoch of a targets directory: want none")
+	}
+	withheld := ne.Order[ne.ByClass[2][0]] // class c's first sample
+	held := func(i uint32) bool { return i != withheld }
+	x.f.FollowAhead(ne, dir)
+	next := func() (looked []int, listed []int) {
+		x.f.Next(held, func(e *Epoch, _ string, k uint32) {
+			if e == ne {
+				looked = append(looked, int(k))
+			}
+		}, func(e *Epoch, d string, label int) {
+			if e == ne && d == dir {
+				listed = append(listed, label)
+			}
+		}, nil)
+		return looked, listed
+	}
+	looked, listed := next()
+	slices.Sort(listed)
+	if len(looked) != 0 || !slices.Equal(listed, []int{0, 1}) {
+		t.Fatalf("next epoch followed ahead: looked up %v, listed %v; want classes a and b listed (c not wholly held), nothing looked up", looked, listed)
+	}
+	withheld = ^uint32(0)
+	if looked, listed := next(); len(looked)+len(listed) != 0 {
+		t.Fatalf("asked again before a reader came: looked up %v, listed %v; want nothing", looked, listed)
+	}
+	if got := ended(); len(got) != 0 {
+		t.Errorf("a view followed ahead reported ended: %v", got)
+	}
+	// A reader comes: followed from its first lookup on, as it would be after 2·Every.
+	x.f.ReaderAt(ne, "", 0)
+	x.f.Listed(ne.Key, 0)
+	x.f.Listed(ne.Key, 1)
+	looked, listed = next()
+	if !slices.Equal(listed, []int{2}) || len(looked) == 0 {
+		t.Errorf("a reader in the next epoch: looked up %d names, listed %v; want names looked up ahead and class c listed", len(looked), listed)
+	}
+}

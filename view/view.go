@@ -290,6 +290,20 @@ func (s *Set) Epoch(k Key) *Epoch {
 	return sl.e
 }
 
+// NextEpoch is the view of the epoch after view e's, in the same split and shard, from its
+// start, and its directory beside dir (e's): false where dir is not named as e's epoch
+// directory (a targets directory, say) or e is the last epoch there is.
+func (s *Set) NextEpoch(e *Epoch, dir string) (*Epoch, string, bool) {
+	parent, base := path.Split(dir)
+	n, _, ok := ParseEpochName(base)
+	if !ok || n != e.Key.Epoch || n == 1<<64-1 {
+		return nil, "", false
+	}
+	k := e.Key
+	k.Epoch, k.Start = n+1, 0
+	return s.Epoch(k), parent + EpochName(n+1), true
+}
+
 func (s *Set) newEpoch(k Key) *Epoch {
 	sp := s.byName[k.Split]
 	e := splits.NewEpoch(s.ix, sp, s.cfg.Seed, k.Epoch, splits.View{Shard: k.Shard, Start: k.Start})
