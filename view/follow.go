@@ -313,8 +313,8 @@ func (f *Follower) ReaderListed(e *Epoch, dir string, k uint32) bool {
 // ListEntry reports whether a pending listing of view e looks up its entry at index k
 // (and counts it as looked up ahead): not a probe, not a name within Every of the readers
 // (one may be looking it up right now, and the kernel makes a LOOKUP and a listing's entry
-// of the same name wait for each other only after both are answered), not a name sent by
-// itself.
+// of the same name wait for each other only after both are answered; in a view followed
+// ahead no reader is yet), not a name sent by itself.
 func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	a := f.views[e.Key]
 	if a == nil || a.e != e {
@@ -325,7 +325,7 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	if streaming {
 		a.streamed[label] = max(a.streamed[label], int(k))
 	}
-	if f.IsProbe(e, k) || int(k) <= a.head+f.opts.Every || !a.sent.Add(k) {
+	if f.IsProbe(e, k) || (!a.ahead && int(k) <= a.head+f.opts.Every) || !a.sent.Add(k) {
 		return false
 	}
 	return true

@@ -350,6 +350,10 @@ func TestFollowerFollowsTheNextEpochAhead(t *testing.T) {
 	if len(looked) != 0 || !slices.Equal(listed, []int{0, 1}) {
 		t.Fatalf("next epoch followed ahead: looked up %v, listed %v; want classes a and b listed (c not wholly held), nothing looked up", looked, listed)
 	}
+	// No reader in it yet: its listing binds the first names too, but the probes.
+	if x.f.ListEntry(ne, 0) || !x.f.ListEntry(ne, 1) {
+		t.Errorf("ListEntry of the view followed ahead: want false for the probe at 0, true for 1 (no reader near it)")
+	}
 	withheld = ^uint32(0)
 	if looked, listed := next(); len(looked)+len(listed) != 0 {
 		t.Fatalf("asked again before a reader came: looked up %v, listed %v; want nothing", looked, listed)
