@@ -213,27 +213,6 @@ func (la *lookahead) feed() {
 	}
 }
 
-// followNextEpochs follows ahead of the readers the next epoch of each view whose readers
-// reached its end, the mount being quiet ("The next epoch's names, bound between epochs").
-func (la *lookahead) followNextEpochs() {
-	type view_ struct {
-		e   *view.Epoch
-		dir string
-	}
-	var ended []view_
-	la.mu.Lock()
-	la.follow.Ended(func(e *view.Epoch, dir string) { ended = append(ended, view_{e, dir}) })
-	la.mu.Unlock()
-	for _, v := range ended {
-		// The next epoch's order is computed outside mu: readers' lookups are not held up.
-		if e, dir, ok := la.f.views.NextEpoch(v.e, v.dir); ok {
-			la.mu.Lock()
-			la.follow.FollowAhead(e, dir)
-			la.mu.Unlock()
-		}
-	}
-}
-
 // next collects the names the helper may look up now, and the resident files it is to
 // look at (residency.go); waiting: some name the readers will want next is held back until
 // its sample arrives.
