@@ -136,6 +136,9 @@
 // same split and shard is followed ahead of them (view.Follower.FollowAhead): its class
 // directories wholly held are listed then, and its readers find their names bound. Readers
 // who go straight on bind them as the epoch goes, as before; nothing is listed twice.
+// Requests per file fall by about 40%, DALI (one file at a time) reads faster; a Go reader
+// of 16 goroutines read no faster (bench/history/journal.md, "the next epoch's names,
+// bound between epochs").
 //
 // # Readers' listings
 //
