@@ -31,7 +31,8 @@ const betweenEpochs = 300 * time.Millisecond
 // counts from the end of the one before. Reported per row: images/s
 // of each warm epoch and its ratio to that median (the slowest and fastest pass beside
 // it), the daemon's CPU per image, the database fetches per image (from the mount's
-// metrics), the requests that reached the daemon per image, and in the cgroup its peak
+// metrics), the requests that reached the daemon per image, the files whose pages went
+// missing (READ although resident, and found short by the helper), and in the cgroup its peak
 // usage and OOM kills. A last epoch is read to check every file: the files of an epoch
 // are every sample once, byte for byte. A third row reads a dataset that fits in
 // --cache-size (the default 1 GiB) the same way. The rows start once the machine is quiet
@@ -85,12 +86,21 @@ func BenchmarkBeyondCache(b *testing.B) {
 				localRates = append(localRates, count/tl.Seconds())
 			}
 			requests := func() float64 { return sumMetric(scrape(b, url), "cassfs_fuse_requests_total") }
+			// Files whose pages went missing: READ although resident (their readers waited),
+			// and found short by the helper's looks.
+			lost := func() (reads, found float64) {
+				ms := scrape(b, url)
+				reads, _ = metricValue(ms, "cassfs_page_cache_resident_reads_total")
+				found, _ = metricValue(ms, "cassfs_page_cache_checked_gone_total")
+				return reads, found
+			}
 			epochRates := map[int]float64{}
 			// Each pass, local disk's and the mount's, starts after a pause: the gap a
 			// training loop leaves between epochs, which the daemon may use (the next
 			// epoch's names are bound then). The daemon's CPU, fetches and requests of an
 			// epoch count from the end of the one before, the gaps included.
 			cpu0, f0, r0 := daemonCPU(b, m), fetches(), requests()
+			rr0, fg0 := lost()
 			for e := 1; e <= 2; e++ {
 				time.Sleep(betweenEpochs)
 				readLocal()
@@ -102,7 +112,11 @@ func BenchmarkBeyondCache(b *testing.B) {
 				b.ReportMetric(epochRates[e], fmt.Sprintf("%sepoch%d-images/s", row.tag, e))
 				b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("%sepoch%d-daemon-cpu-us/image", row.tag, e))
 				b.ReportMetric(f/count, fmt.Sprintf("%sepoch%d-fetches/image", row.tag, e))
+				rr, fg := lost()
+				b.ReportMetric(rr-rr0, fmt.Sprintf("%sepoch%d-resident-reads", row.tag, e))
+				b.ReportMetric(fg-fg0, fmt.Sprintf("%sepoch%d-found-paged-out", row.tag, e))
 				cpu0, f0, r0 = daemonCPU(b, m), fetches(), requests()
+				rr0, fg0 = rr, fg
 			}
 			time.Sleep(betweenEpochs)
 			readLocal()
