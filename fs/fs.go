@@ -140,6 +140,14 @@
 // of 16 goroutines read no faster (bench/history/journal.md, "the next epoch's names,
 // bound between epochs").
 //
+// Such an epoch's probes are then all the daemon hears of it, and each costs more than its
+// request: the helper's feed, the prefetcher's step and the wake-ups of both processes, on
+// the cores the readers share. So a view followed ahead leaves one name in
+// view.AheadEvery·Every to its readers, not one in Every (view.Follower.IsProbe): a
+// quarter of the probes (bench/history/journal.md, "fewer probes in an epoch bound
+// ahead"). A reader slower than AheadEvery·Every files per NextEpoch may have the epoch
+// after it listed while it reads the last of them.
+//
 // # Readers' listings
 //
 // Readers list directories too: torchvision's ImageFolder lists every class directory of

@@ -46,7 +46,8 @@ import (
 //     begin it, and nothing else is looked up for it until they do. A warm epoch's names
 //     are then bound before its first reader, in the gap a training loop leaves between
 //     epochs (validation, a checkpoint, its loader's restart), instead of on the cores
-//     its readers need.
+//     its readers need. Such a view leaves one name in AheadEvery·Every to the readers, not
+//     one in Every: its probes are then all the daemon hears of the epoch.
 //
 // A Follower is not safe for concurrent use: its caller holds one lock around it.
 type Follower struct {
@@ -84,6 +85,7 @@ type followed struct {
 	ahead       bool       // followed ahead of its readers (FollowAhead): no reader in it yet
 	listedAhead bool       // listAhead ran
 	ended       bool       // Ended reported it
+	every       int        // one name in every is a probe: Every, or AheadEvery·Every if followed ahead
 }
 
 // A class directory's listing.
@@ -122,10 +124,23 @@ func (f *Follower) Follows(e *Epoch) bool {
 	return a != nil && a.e == e
 }
 
-// IsProbe reports whether index k of view e is left to the readers.
+// IsProbe reports whether index k of view e is left to the readers: one name in Every, in
+// AheadEvery·Every in a view followed ahead of its readers.
 func (f *Follower) IsProbe(e *Epoch, k uint32) bool {
-	return (int(k)+int(e.Start))%f.opts.Every == 0
+	every := f.opts.Every
+	if a := f.views[e.Key]; a != nil && a.e == e {
+		every = a.every
+	}
+	return (int(k)+int(e.Start))%every == 0
 }
+
+// AheadEvery spaces the probes of a view followed ahead of its readers (FollowAhead):
+// its names are bound before the readers come, so a probe's lookup is all the daemon does
+// for AheadEvery·Every files, and what it costs (a request, the wake-ups of the daemon and
+// its helper: on two cores shared with the readers, some hundreds of µs of CPU each) is
+// what a warm epoch costs beyond the kernel's own work. Progress then comes in steps of
+// that many names, well within Distance.
+const AheadEvery = 4
 
 // ReaderAt records a reader's own lookup of index k of view e, whose directory is dir
 // (used when the view is new). It returns how many names looked up ahead before k the
@@ -243,7 +258,7 @@ func (f *Follower) listAhead(a *followed, held func(uint32) bool, list func(e *E
 // (FollowAhead).
 func (f *Follower) Ended(fn func(e *Epoch, dir string)) {
 	for _, a := range f.views {
-		if a.ended || a.ahead || a.random || a.lookups < 2*f.opts.Every || a.head+f.opts.Every < len(a.e.Order)-1 {
+		if a.ended || a.ahead || a.random || a.lookups < 2*f.opts.Every || a.head+a.every < len(a.e.Order)-1 {
 			continue
 		}
 		a.ended = true
@@ -260,6 +275,7 @@ func (f *Follower) FollowAhead(e *Epoch, dir string) {
 	}
 	a := f.follow(e, dir)
 	a.ahead = true
+	a.every = AheadEvery * f.opts.Every
 	a.lookups = 2 * f.opts.Every // followed from the readers' first lookup, as were they in it
 }
 
@@ -288,7 +304,7 @@ func (f *Follower) follow(e *Epoch, dir string) *followed {
 			clear(f.views)
 		}
 		n := len(e.set.classNames)
-		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n)}
+		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n), every: f.opts.Every}
 		a.want, a.streamed = make([]int, n), make([]int, n)
 		for l := range n {
 			a.want[l], a.streamed[l] = -1, -1

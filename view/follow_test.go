@@ -354,6 +354,10 @@ func TestFollowerFollowsTheNextEpochAhead(t *testing.T) {
 	if x.f.ListEntry(ne, 0) || !x.f.ListEntry(ne, 1) {
 		t.Errorf("ListEntry of the view followed ahead: want false for the probe at 0, true for 1 (no reader near it)")
 	}
+	// Its probes are one name in AheadEvery·Every: the listing binds the others.
+	if !x.f.IsProbe(ne, 4*8) || x.f.IsProbe(ne, 8) || !x.f.ListEntry(ne, 8) {
+		t.Errorf("the view followed ahead: probes at 0, 8, 32: %v, %v, %v; want one in 32 (a listing binds 8)", x.f.IsProbe(ne, 0), x.f.IsProbe(ne, 8), x.f.IsProbe(ne, 32))
+	}
 	withheld = ^uint32(0)
 	if looked, listed := next(); len(looked)+len(listed) != 0 {
 		t.Fatalf("asked again before a reader came: looked up %v, listed %v; want nothing", looked, listed)
@@ -368,5 +372,18 @@ func TestFollowerFollowsTheNextEpochAhead(t *testing.T) {
 	looked, listed = next()
 	if !slices.Equal(listed, []int{2}) || len(looked) == 0 {
 		t.Errorf("a reader in the next epoch: looked up %d names, listed %v; want names looked up ahead and class c listed", len(looked), listed)
+	}
+	// Its readers look up its probes alone, to the last: it ended there.
+	for k := 32; k < len(ne.Order); k += 32 {
+		x.f.ReaderAt(ne, "", uint32(k))
+	}
+	var ends []string
+	x.f.Ended(func(e *Epoch, d string) {
+		if e == ne {
+			ends = append(ends, d)
+		}
+	})
+	if !slices.Equal(ends, []string{dir}) {
+		t.Errorf("readers at the last probe of the next epoch (%d of %d): ended %v, want %s", len(ne.Order)/32*32, len(ne.Order), ends, dir)
 	}
 }

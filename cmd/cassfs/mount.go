@@ -87,8 +87,8 @@ of an epoch along its order ahead of the readers, over samples already fetched (
 in --cache-dir), so that the kernel knows them, and their bytes are pushed then (a class
 directory wholly held is listed instead, one request for many names; a reader's own
 listing of one, as ImageFolder's, binds its names too): readers walking an epoch in order
-send no request for most files (one name in 32 is left to them: their lookups are how the
-prefetcher follows them). Pushed pages are ordinary page cache, which the kernel may
+send no request for most files (one name in 32 is left to them, one in 128 in an epoch
+bound between epochs: their lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel may
 reclaim; a read of a reclaimed one is served as without pushing (and many at once make
 cassfs push again the files it had pushed or read whole, which it otherwise skips).
 --cache-size bounds what the daemon holds, not the page cache: files the page cache still
