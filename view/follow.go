@@ -127,11 +127,15 @@ func (f *Follower) Follows(e *Epoch) bool {
 // IsProbe reports whether index k of view e is left to the readers: one name in Every, in
 // AheadEvery·Every in a view followed ahead of its readers.
 func (f *Follower) IsProbe(e *Epoch, k uint32) bool {
-	every := f.opts.Every
 	if a := f.views[e.Key]; a != nil && a.e == e {
-		every = a.every
+		return a.probe(k)
 	}
-	return (int(k)+int(e.Start))%every == 0
+	return (int(k)+int(e.Start))%f.opts.Every == 0
+}
+
+// probe is IsProbe for a view followed.
+func (a *followed) probe(k uint32) bool {
+	return (int(k)+int(a.e.Start))%a.every == 0
 }
 
 // AheadEvery spaces the probes of a view followed ahead of its readers (FollowAhead):
@@ -182,7 +186,7 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		a.next = max(a.next, a.head+1)
 		for a.next < min(a.head+1+f.opts.Distance, n) {
 			k := a.next
-			if f.IsProbe(a.e, uint32(k)) || a.sent.Has(uint32(k)) {
+			if a.probe(uint32(k)) || a.sent.Has(uint32(k)) {
 				a.next++ // a probe, or looked up by its directory's listing
 				continue
 			}
@@ -341,7 +345,7 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	if streaming {
 		a.streamed[label] = max(a.streamed[label], int(k))
 	}
-	if f.IsProbe(e, k) || (!a.ahead && int(k) <= a.head+f.opts.Every) || !a.sent.Add(k) {
+	if a.probe(k) || (!a.ahead && int(k) <= a.head+f.opts.Every) || !a.sent.Add(k) {
 		return false
 	}
 	return true
@@ -393,7 +397,7 @@ func (f *Follower) Nearing(fn func(e *Epoch, dir string, k uint32)) {
 					break // the kernel may not have the name yet: a look would look it up
 				}
 				fn(a.e, a.dir, uint32(k))
-			} else if !f.IsProbe(a.e, uint32(k)) && k > a.head+f.opts.Every {
+			} else if !a.probe(uint32(k)) && k > a.head+f.opts.Every {
 				break
 			}
 		}
