@@ -76,9 +76,10 @@ func (la *lookahead) checkNearing() []string {
 	la.mu.Unlock()
 	var lines []string
 	for _, n := range near {
-		// Looked up ahead already, so bound already: this binds nothing new.
-		i, ok := la.f.views.LookupAhead(n.e, la.f.ix.Label(n.e.Order[n.k]), n.e.NameAt(n.k, false))
-		if !ok || !la.f.Resident(i) {
+		// Looked up ahead already, so bound already: this binds nothing new. By position:
+		// every name near the readers passes here, one in nearSparse is looked at.
+		i := la.f.views.BoundAhead(n.e, n.k)
+		if !la.f.Resident(i) {
 			continue
 		}
 		pk := pendingKey{n.e.Key, n.k}

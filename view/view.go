@@ -346,6 +346,13 @@ func (s *Set) LookupAhead(e *Epoch, label int, name string) (uint32, bool) {
 	return s.lookup(e, label, name, false, false)
 }
 
+// BoundAhead is the sample index k of view e shows: LookupAhead by position, for a name
+// looked up ahead (bound already; under arrival binding one not bound yet is bound now, as
+// by LookupAhead). It formats and parses no name.
+func (s *Set) BoundAhead(e *Epoch, k uint32) uint32 {
+	return s.binding.bind(e, k)
+}
+
 // Advance reports n accesses of view e that reached no filesystem: readers read n names
 // that were looked up ahead for them.
 func (s *Set) Advance(e *Epoch, n int) {

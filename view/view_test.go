@@ -242,10 +242,13 @@ func TestArrivalBinding(t *testing.T) {
 	if len(seen) != ix.Len() {
 		t.Errorf("%d samples bound, want all %d", len(seen), ix.Len())
 	}
-	// Asked twice, below any kernel cache: every name keeps its sample.
+	// Asked twice, below any kernel cache: every name keeps its sample; by position too.
 	for k, want := range bound {
 		if i, _ := set.Lookup(e, ix.Label(e.Order[k]), e.EntryName(k)); i != want {
 			t.Fatalf("position %d bound %d, asked again it answers %d", k, want, i)
+		}
+		if i := set.BoundAhead(e, k); i != want {
+			t.Fatalf("position %d bound %d, BoundAhead answers %d", k, want, i)
 		}
 	}
 }
