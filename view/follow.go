@@ -258,7 +258,7 @@ func (f *Follower) listAhead(a *followed, held func(uint32) bool, list func(e *E
 }
 
 // Ended calls fn, once for each, for the views followed whose readers reached their end
-// (a name within Every of its last): the caller may follow the next epoch ahead of them
+// (a name within the view's probe spacing of its last: Every, or AheadEvery·Every): the caller may follow the next epoch ahead of them
 // (FollowAhead).
 func (f *Follower) Ended(fn func(e *Epoch, dir string)) {
 	for _, a := range f.views {
