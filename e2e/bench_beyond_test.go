@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // betweenEpochs is the pause before each pass of BenchmarkBeyondCache.
@@ -35,25 +39,37 @@ const betweenEpochs = 300 * time.Millisecond
 // missing (READ although resident, and found short by the helper), and in the cgroup its peak
 // usage and OOM kills. A last epoch is read to check every file: the files of an epoch
 // are every sample once, byte for byte. A third row reads a dataset that fits in
-// --cache-size (the default 1 GiB) the same way. The rows start once the machine is quiet
-// after the dataset's ingest (waitQuiet).
+// --cache-size (the default 1 GiB) the same way. Two more rows read as the first does with
+// the pages of 1% of the files dropped before each warm pass, from the mount and the local
+// tree alike (dropSome): what a proactive reclaim does by chance, made the same in every
+// run; the second of them with a disk tier (--cache-dir on the local tree's file system).
+// Reported besides: the CPU the database nodes running on this machine used per image
+// (on the cores the readers use), and whether the kernel runs a proactive pageout
+// (proactive-pageout-on, 1 or 0). The rows start once the machine is quiet after the
+// dataset's ingest (waitQuiet).
 func BenchmarkBeyondCache(b *testing.B) {
 	const count, readers, batch = 6000, 16, 64
+	const dropped = count / 100
 	const cacheSize = 128 << 20
 	ds, root := benchDataset(b, "beyond", count, 53)
 	want := treeSums(b, root)
 	waitQuiet(b)
+	b.ReportMetric(proactivePageout(b), "proactive-pageout-on")
 	for range b.N {
+		tier := b.TempDir() // on the local tree's file system
 		for _, row := range []struct {
 			tag    string
 			cgroup bool
 			args   []string
+			drop   int // files whose pages are dropped before each warm pass
 		}{
-			{"push-", false, []string{"--cache-size", strconv.Itoa(cacheSize)}},
-			{"nopush-", false, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}},
-			{"cgroup-push-", true, []string{"--cache-size", strconv.Itoa(cacheSize)}},
-			{"cgroup-nopush-", true, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}},
-			{"fits-push-", false, nil},
+			{"push-", false, []string{"--cache-size", strconv.Itoa(cacheSize)}, 0},
+			{"nopush-", false, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}, 0},
+			{"cgroup-push-", true, []string{"--cache-size", strconv.Itoa(cacheSize)}, 0},
+			{"cgroup-nopush-", true, []string{"--cache-size", strconv.Itoa(cacheSize), "--push=false"}, 0},
+			{"fits-push-", false, nil, 0},
+			{"dropped-push-", false, []string{"--cache-size", strconv.Itoa(cacheSize)}, dropped},
+			{"dropped-tier-push-", false, []string{"--cache-size", strconv.Itoa(cacheSize), "--cache-dir", tier, "--cache-dir-size", "2GiB"}, dropped},
 		} {
 			var cg *memCgroup
 			if row.cgroup {
@@ -99,23 +115,25 @@ func BenchmarkBeyondCache(b *testing.B) {
 			// training loop leaves between epochs, which the daemon may use (the next
 			// epoch's names are bound then). The daemon's CPU, fetches and requests of an
 			// epoch count from the end of the one before, the gaps included.
-			cpu0, f0, r0 := daemonCPU(b, m), fetches(), requests()
+			cpu0, db0, f0, r0 := daemonCPU(b, m), databaseCPU(b), fetches(), requests()
 			rr0, fg0 := lost()
 			for e := 1; e <= 2; e++ {
+				dropSome(b, m.dir, root, e, row.drop)
 				time.Sleep(betweenEpochs)
 				readLocal()
 				time.Sleep(betweenEpochs)
 				te, _, _ := batchTimes(b, epochPaths(e), readers, batch)
-				cpu, f := daemonCPU(b, m)-cpu0, fetches()-f0
+				cpu, db, f := daemonCPU(b, m)-cpu0, databaseCPU(b)-db0, fetches()-f0
 				epochRates[e] = count / te.Seconds()
 				b.ReportMetric((requests()-r0)/count, fmt.Sprintf("%sepoch%d-requests/image", row.tag, e))
 				b.ReportMetric(epochRates[e], fmt.Sprintf("%sepoch%d-images/s", row.tag, e))
 				b.ReportMetric(float64(cpu.Microseconds())/count, fmt.Sprintf("%sepoch%d-daemon-cpu-us/image", row.tag, e))
+				b.ReportMetric(float64(db.Microseconds())/count, fmt.Sprintf("%sepoch%d-database-cpu-us/image", row.tag, e))
 				b.ReportMetric(f/count, fmt.Sprintf("%sepoch%d-fetches/image", row.tag, e))
 				rr, fg := lost()
 				b.ReportMetric(rr-rr0, fmt.Sprintf("%sepoch%d-resident-reads", row.tag, e))
 				b.ReportMetric(fg-fg0, fmt.Sprintf("%sepoch%d-found-paged-out", row.tag, e))
-				cpu0, f0, r0 = daemonCPU(b, m), fetches(), requests()
+				cpu0, db0, f0, r0 = daemonCPU(b, m), databaseCPU(b), fetches(), requests()
 				rr0, fg0 = rr, fg
 			}
 			time.Sleep(betweenEpochs)
@@ -146,6 +164,99 @@ func BenchmarkBeyondCache(b *testing.B) {
 			}
 		}
 	}
+}
+
+// dropSome drops the page cache of n samples of epoch e of the mount at dir, chosen at
+// random (seeded by e), and of the same files of the local tree at root: the pages a
+// proactive reclaim may take between two reads of a file, made to happen the same way in
+// both trees (posix_fadvise DONTNEED). The mount's files are opened by their names in epoch
+// e-1, which the kernel knows already (a sample is one inode in every epoch), so that no
+// name of epoch e is looked up out of the readers' order.
+func dropSome(b *testing.B, dir, root string, e, n int) {
+	b.Helper()
+	if n == 0 {
+		return
+	}
+	prev := filepath.Join(dir, "all", fmt.Sprintf("epoch-%d", e-1))
+	names, _ := fileList(b, prev)
+	byOrig := make(map[string]string, len(names))
+	for _, name := range names {
+		byOrig[origName(name)] = name
+	}
+	next, _ := fileList(b, filepath.Join(dir, "all", fmt.Sprintf("epoch-%d", e)))
+	r := rand.New(rand.NewPCG(uint64(e), 0))
+	for _, k := range r.Perm(len(next))[:n] {
+		orig := origName(next[k])
+		for _, p := range []string{filepath.Join(prev, byOrig[orig]), filepath.Join(root, orig)} {
+			f, err := os.Open(p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+			f.Close()
+			if err != nil {
+				b.Fatalf("drop the pages of %s: %v", p, err)
+			}
+		}
+	}
+}
+
+// databaseCPU is the CPU time used so far by the Cassandra nodes running on this machine,
+// on the cores the readers use too (0 where none runs here).
+func databaseCPU(b *testing.B) time.Duration {
+	b.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	for _, c := range cmdlines {
+		data, err := os.ReadFile(c)
+		if err != nil {
+			continue // the process ended meanwhile
+		}
+		if !bytes.Contains(data, []byte("org.apache.cassandra.service.CassandraDaemon")) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(c)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += processCPU(b, pid)
+	}
+	return total
+}
+
+// proactivePageout is 1 where the kernel runs a DAMON scheme that pages out memory found
+// cold (which takes pages of files read once per epoch, from the page cache of the mount
+// and of the local tree alike), else 0.
+func proactivePageout(b *testing.B) float64 {
+	b.Helper()
+	read := func(p string) string {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+	glob := func(pattern string) []string {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	for _, st := range glob("/sys/kernel/mm/damon/admin/kdamonds/*/state") {
+		if read(st) != "on" {
+			continue
+		}
+		for _, a := range glob(filepath.Join(filepath.Dir(st), "contexts/*/schemes/*/action")) {
+			if read(a) == "pageout" {
+				return 1
+			}
+		}
+	}
+	return 0
 }
 
 // waitQuiet waits, a minute at most, for a second in which the machine's CPUs were busy
