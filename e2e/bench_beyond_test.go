@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cassfs/cassfs/mount"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -54,7 +56,11 @@ func BenchmarkBeyondCache(b *testing.B) {
 	ds, root := benchDataset(b, "beyond", count, 53)
 	want := treeSums(b, root)
 	waitQuiet(b)
-	b.ReportMetric(proactivePageout(b), "proactive-pageout-on")
+	pageout := 0.0
+	if mount.ProactivePageout() {
+		pageout = 1
+	}
+	b.ReportMetric(pageout, "proactive-pageout-on")
 	for range b.N {
 		tier := b.TempDir() // on the local tree's file system
 		for _, row := range []struct {
@@ -225,38 +231,6 @@ func databaseCPU(b *testing.B) time.Duration {
 		total += processCPU(b, pid)
 	}
 	return total
-}
-
-// proactivePageout is 1 where the kernel runs a DAMON scheme that pages out memory found
-// cold (which takes pages of files read once per epoch, from the page cache of the mount
-// and of the local tree alike), else 0.
-func proactivePageout(b *testing.B) float64 {
-	b.Helper()
-	read := func(p string) string {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return strings.TrimSpace(string(data))
-	}
-	glob := func(pattern string) []string {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return m
-	}
-	for _, st := range glob("/sys/kernel/mm/damon/admin/kdamonds/*/state") {
-		if read(st) != "on" {
-			continue
-		}
-		for _, a := range glob(filepath.Join(filepath.Dir(st), "contexts/*/schemes/*/action")) {
-			if read(a) == "pageout" {
-				return 1
-			}
-		}
-	}
-	return 0
 }
 
 // waitQuiet waits, a minute at most, for a second in which the machine's CPUs were busy

@@ -154,6 +154,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		from = fmt.Sprintf("scan (no snapshot: %v)", loaded.NoSnapshot)
 	}
 	log.Info("index loaded", "samples", ix.Len(), "classes", len(ix.Labels()), "from", from, "took", time.Since(start).Round(time.Millisecond))
+	reclaimHint(o, ix.TotalSize(), damonAdmin, log)
 	if sc, ok := st.(interface{ LastScan() cassandra.ScanStats }); ok && !loaded.FromSnapshot() {
 		s := sc.LastScan()
 		log.Debug("metadata scan", "took", s.Took.Round(time.Millisecond), "pages", s.Pages, "failed", s.Failures, "peak_in_flight", s.PeakInFlight, "limit", s.Limit)
