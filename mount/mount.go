@@ -63,6 +63,13 @@
 // memory.current, memory.stat's file), found through /proc/self/cgroup and
 // /proc/self/mountinfo, and for a limit set on an ancestor (a pod's, a slice's) each level
 // up to the hierarchy's root: the level with the least room is the one that reclaims.
+//
+// A kernel may also reclaim with memory to spare: a DAMON pageout scheme takes file pages
+// it finds cold, which includes files read once an epoch, from the mount and from local
+// disk alike. Local disk reads them again from its disk; the mount fetches them from the
+// database, unless a disk tier holds them. So a mount that pushes a dataset larger than
+// --cache-size, without --cache-dir, on such a kernel says so once as it starts
+// (reclaimHint).
 package mount
 
 import (
