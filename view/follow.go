@@ -258,8 +258,8 @@ func (f *Follower) listAhead(a *followed, held func(uint32) bool, list func(e *E
 }
 
 // Ended calls fn, once for each, for the views followed whose readers reached their end
-// (a name within the view's probe spacing of its last: Every, or AheadEvery·Every): the caller may follow the next epoch ahead of them
-// (FollowAhead).
+// (a name within the view's probe spacing of its last: Every, or AheadEvery·Every): the
+// caller may follow the next epoch ahead of them (FollowAhead).
 func (f *Follower) Ended(fn func(e *Epoch, dir string)) {
 	for _, a := range f.views {
 		if a.ended || a.ahead || a.random || a.lookups < 2*f.opts.Every || a.head+a.every < len(a.e.Order)-1 {

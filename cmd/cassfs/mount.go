@@ -88,9 +88,9 @@ in --cache-dir), so that the kernel knows them, and their bytes are pushed then 
 directory wholly held is listed instead, one request for many names; a reader's own
 listing of one, as ImageFolder's, binds its names too): readers walking an epoch in order
 send no request for most files (one name in 32 is left to them, one in 128 in an epoch
-bound between epochs: their lookups are how the prefetcher follows them). Pushed pages are ordinary page cache, which the kernel may
-reclaim; a read of a reclaimed one is served as without pushing (and many at once make
-cassfs push again the files it had pushed or read whole, which it otherwise skips).
+bound between epochs: their lookups are how the prefetcher follows them). Pushed pages
+are page cache, which the kernel may reclaim; a reclaimed one is read as unpushed (many
+at once make cassfs push again the files it had pushed or read whole, which it skips).
 --cache-size bounds what the daemon holds, not the page cache: files the page cache still
 has from an earlier epoch are neither fetched again nor (with --cache-dir) read from the
 directory, so a dataset that fits in the page cache but not in --cache-size reads its
