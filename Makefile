@@ -53,6 +53,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -tags e2e -run '^$$' -bench ImageNetScale -benchtime 1x -count 1 -timeout 90m -v ./e2e/ 2>&1 | grep -v '^=== ' | tee bench/imagenet-scale.txt
 	$(GO) test -tags e2e -run '^$$' -bench CacheDir -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/cachedir.txt
 	$(GO) test -tags e2e -run '^$$' -bench BeyondCache -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/beyond-cache.txt
+	$(GO) test -tags e2e -run '^$$' -bench TierDatabaseStopped -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/tier-database-stopped.txt
 	$(GO) test -tags e2e -run '^$$' -bench OneMountPerNode -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/one-mount-per-node.txt
 	$(GO) test -tags e2e -run '^$$' -bench AttachedColdEpoch -benchtime 1x -count 2 -timeout 30m ./e2e/ | tee bench/attached-cold-epoch.txt
 	$(GO) test -run '^$$' -bench 'IndexMemory|HugeDirectory' -benchtime 1x -count 1 -timeout 30m ./fs/ | tee bench/index-and-listing.txt

@@ -148,6 +148,13 @@
 // ahead"). A reader slower than AheadEvery·Every files per NextEpoch may have the epoch
 // after it listed while it reads the last of them.
 //
+// Names bound ahead may be forgotten by the kernel before their readers come (its inode
+// and dentry caches dropped or shrunk): their blobs' pushes would be refused, and each
+// file READ from where the blob came from after being read from there once already (from
+// the disk tier, an epoch at half local disk's speed: bench/history/journal.md, "epochs
+// from the disk tier with the database gone"). So a name whose sample's inode the kernel
+// no longer knows is looked up again as the helper reaches it (view.FollowOptions.Bound).
+//
 // # Readers' listings
 //
 // Readers list directories too: torchvision's ImageFolder lists every class directory of

@@ -107,7 +107,7 @@ type LookaheadStats struct {
 // mount's lookahead is set up, and stops when in ends. Call it once, before or after
 // Mount: the helper is sent names only once readers look them up.
 func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) {
-	follow := view.NewFollower(view.FollowOptions{Distance: opts.Distance, Every: opts.Every, Stream: opts.Stream})
+	follow := view.NewFollower(view.FollowOptions{Distance: opts.Distance, Every: opts.Every, Stream: opts.Stream, Bound: f.known.Has})
 	fo := follow.Options()
 	opts.Distance, opts.Every = fo.Distance, fo.Every
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),

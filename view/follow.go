@@ -48,6 +48,9 @@ import (
 //     epochs (validation, a checkpoint, its loader's restart), instead of on the cores
 //     its readers need. Such a view leaves one name in AheadEvery·Every to the readers, not
 //     one in Every: its probes are then all the daemon hears of the epoch.
+//   - A name looked up ahead or listed whose sample's inode the kernel has forgotten since
+//     (FollowOptions.Bound) counts as not looked up: Next looks it up again when it
+//     reaches it.
 //
 // A Follower is not safe for concurrent use: its caller holds one lock around it.
 type Follower struct {
@@ -65,6 +68,13 @@ type FollowOptions struct {
 	// (see above): asked as a class is first met in a view, and as a declined one is tried
 	// again.
 	Stream func() bool
+	// Bound, if set, reports whether the kernel still knows sample i's inode. A name looked
+	// up ahead, or listed, whose sample the kernel has forgotten since (its inode cache
+	// dropped or shrunk: the entries and inodes of names bound before readers came) is
+	// looked up again when Next reaches it: otherwise its blob, arriving, could not be
+	// pushed (the kernel refuses a push to an inode it does not know), and its reader
+	// would READ it.
+	Bound func(i uint32) bool
 }
 
 // followed is one epoch view a Follower follows.
@@ -186,11 +196,11 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		a.next = max(a.next, a.head+1)
 		for a.next < min(a.head+1+f.opts.Distance, n) {
 			k := a.next
-			if a.probe(uint32(k)) || a.sent.Has(uint32(k)) {
-				a.next++ // a probe, or looked up by its directory's listing
+			i := a.e.Order[k]
+			if a.probe(uint32(k)) || a.sent.Has(uint32(k)) && (f.opts.Bound == nil || f.opts.Bound(i)) {
+				a.next++ // a probe, or looked up already (by its directory's listing) and still known
 				continue
 			}
-			i := a.e.Order[k]
 			label := a.e.set.ix.Label(i)
 			if a.listed[label] >= streamIdle {
 				// Its class's stream brings it, in order: the stream goes on to here.

@@ -387,3 +387,55 @@ func TestFollowerFollowsTheNextEpochAhead(t *testing.T) {
 		t.Errorf("readers at the last probe of the next epoch (%d of %d): ended %v, want %s", len(ne.Order)/32*32, len(ne.Order), ends, dir)
 	}
 }
+
+// TestFollowerLooksUpForgottenNamesAgain: the names of an epoch bound ahead of its readers
+// (its classes listed while the mount was quiet) whose inodes the kernel forgot since
+// (FollowOptions.Bound false: its inode cache dropped) are looked up again as the readers
+// near them, and the names it still knows are not.
+func TestFollowerLooksUpForgottenNamesAgain(t *testing.T) {
+	x := newFollowFixture(t, 300)
+	forgotten := map[uint32]bool{}
+	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Bound: func(i uint32) bool { return !forgotten[i] }})
+	x.readers(0, 300)
+	x.next(nil)
+	ne, dir, ok := x.e.set.NextEpoch(x.e, "all/epoch-0")
+	if !ok {
+		t.Fatal("no next epoch")
+	}
+	x.f.FollowAhead(ne, dir)
+	var listed []int
+	x.f.Next(func(uint32) bool { return true }, func(*Epoch, string, uint32) {}, func(e *Epoch, _ string, label int) {
+		if e == ne {
+			listed = append(listed, label)
+		}
+	}, nil)
+	if len(listed) != 3 {
+		t.Fatalf("listed %v ahead of the readers, want the three classes", listed)
+	}
+	for k := range ne.Order {
+		x.f.ListEntry(ne, uint32(k))
+	}
+	for _, l := range listed {
+		x.f.Listed(ne.Key, l)
+	}
+	// The kernel forgets every third name's inode; then a reader comes.
+	for k := 0; k < len(ne.Order); k += 3 {
+		forgotten[ne.Order[k]] = true
+	}
+	x.f.ReaderAt(ne, dir, 0)
+	var looked []int
+	x.f.Next(func(uint32) bool { return true }, func(e *Epoch, _ string, k uint32) {
+		if e == ne {
+			looked = append(looked, int(k))
+		}
+	}, func(*Epoch, string, int) {}, nil)
+	var want []int
+	for k := 1; k < 1+40; k++ {
+		if k%3 == 0 && !x.f.IsProbe(ne, uint32(k)) {
+			want = append(want, k)
+		}
+	}
+	if !slices.Equal(looked, want) {
+		t.Errorf("a reader at 0 of an epoch listed ahead, every third inode forgotten: looked up %v, want %v (the forgotten ones within 40, no probe)", looked, want)
+	}
+}
