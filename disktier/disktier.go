@@ -226,6 +226,38 @@ func (f *Fetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
 	return data, nil
 }
 
+// FetchBlock implements prefetch.BlockFetcher: the samples the tier holds are read from
+// their files, each by itself and all at once (as their Fetches would be: a disk serves
+// reads in parallel), the others fetched in one block below and kept as they arrive.
+func (f *Fetcher) FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error)) {
+	d := f.tier
+	var missing []uint32
+	var at []int // the index in samples of each of missing
+	var wg sync.WaitGroup
+	for k, i := range samples {
+		if !d.Holds(i) {
+			d.misses.Add(1)
+			missing, at = append(missing, i), append(at, k)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, err := f.Fetch(ctx, i) // from its file, or fetched if it fails to verify
+			got(k, data, err)
+		}()
+	}
+	if len(missing) > 0 {
+		prefetch.FetchBlock(ctx, f.next, missing, func(j int, data []byte, err error) {
+			if err == nil {
+				d.write(missing[j], data)
+			}
+			got(at[j], data, err)
+		})
+	}
+	wg.Wait()
+}
+
 // read returns sample i's entry if it holds one that verifies. The Cache fetches a sample
 // once at a time, so read and write never race for one sample.
 func (d *Tier) read(i uint32) ([]byte, bool) {

@@ -195,6 +195,15 @@ func (ix *Index) Labels() []string { return ix.labels }
 // ID is sample i's id.
 func (ix *Index) ID(i uint32) uuid.UUID { return ix.ids[i] }
 
+// IDs is the ids of samples, in their order.
+func (ix *Index) IDs(samples []uint32) []uuid.UUID {
+	ids := make([]uuid.UUID, len(samples))
+	for k, i := range samples {
+		ids[k] = ix.ids[i]
+	}
+	return ids
+}
+
 // Label is sample i's label.
 func (ix *Index) Label(i uint32) int { return int(ix.label[i]) }
 

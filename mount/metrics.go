@@ -204,6 +204,20 @@ func (f *timedFetcher) Fetch(ctx context.Context, i uint32) ([]byte, error) {
 	return data, err
 }
 
+// FetchBlock implements prefetch.BlockFetcher: each sample's fetch is timed from the
+// block's start to its answer, so that the latency a prefetch saw is what the histogram
+// shows whether it came alone or in a block.
+func (f *timedFetcher) FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error)) {
+	start := time.Now()
+	prefetch.FetchBlock(ctx, f.next, samples, func(k int, data []byte, err error) {
+		f.m.fetchSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			f.m.fetchErrors.WithLabelValues(store.ErrorKind(err)).Inc()
+		}
+		got(k, data, err)
+	})
+}
+
 // info exports what the mount serves, for cassfs stats and dashboards.
 func (m *metrics) info(dataset, mountpoint string, samples int) {
 	m.reg.MustRegister(
@@ -310,6 +324,9 @@ var (
 		{"cassfs_prefetched_total", "Fetches started by the prefetcher.", true, func(s prefetch.CacheStats) float64 { return float64(s.Prefetched) }},
 		{"cassfs_prefetch_dropped_total", "Prefetched blobs not kept for lack of room.", true, func(s prefetch.CacheStats) float64 { return float64(s.Dropped) }},
 		{"cassfs_page_cache_pushes_lost_total", "Samples not prefetched because they were pushed when their names were looked up ahead (--look-ahead), which a reader then read through the daemon: their pages were gone from the page cache.", true, func(s prefetch.CacheStats) float64 { return float64(s.PushesLost) }},
+		{"cassfs_fetch_blocks_total", "Blocks the prefetcher asked the database for: many samples in one request each (--block-samples).", true, func(s prefetch.CacheStats) float64 { return float64(s.Blocks) }},
+		{"cassfs_fetch_block_samples_total", "Samples asked for in blocks.", true, func(s prefetch.CacheStats) float64 { return float64(s.BlockSamples) }},
+		{"cassfs_fetch_block_hedges_total", "Samples of blocks a reader waited for past --speculative-after (or 1 s), asked for alone as well.", true, func(s prefetch.CacheStats) float64 { return float64(s.BlockHedges) }},
 		{"cassfs_cache_bytes", "Bytes of blobs cached.", false, func(s prefetch.CacheStats) float64 { return float64(s.Bytes) }},
 		{"cassfs_cache_unread_bytes", "Bytes of prefetched blobs not read yet.", false, func(s prefetch.CacheStats) float64 { return float64(s.FreshBytes) }},
 		{"cassfs_requests_in_flight", "Fetches in flight.", false, func(s prefetch.CacheStats) float64 { return float64(s.InFlight) }},

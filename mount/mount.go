@@ -191,7 +191,11 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		log.Info("cache directory", "dir", o.CacheDir, "entries", ds.Entries, "bytes", ds.Bytes, "bound", ds.MaxBytes)
 		fetch = m.disk.Over(fetch)
 	}
-	co := prefetch.CacheOptions{MaxBytes: int64(min(o.CacheBytes, 1<<62)), Samples: ix.Len()}
+	co := prefetch.CacheOptions{MaxBytes: int64(min(o.CacheBytes, 1<<62)), Samples: ix.Len(),
+		Block: prefetch.BlockOptions{Samples: o.BlockSamples, HedgeAfter: o.HedgeAfter}}
+	if o.HedgeAfter == 0 {
+		co.Block.HedgeAfter = -1 // --speculative-after 0: never
+	}
 	if b, ok := st.(interface{ PrefetchBound() *inflight.Bound }); ok {
 		// The session's prefetches, of every mount reading through it, stay below its
 		// bound together: demand reads never wait behind another volume's prefetches.

@@ -26,12 +26,15 @@ type Options struct {
 	// PrefetchInFlight (--prefetch-in-flight) the most prefetches in flight.
 	Prefetch         int
 	PrefetchInFlight int
-	Order            view.Mode // --order: arrival or strict binding of names
-	MaxBackground    int       // --max-background: the kernel's limit on concurrent reads
-	AllowOther       bool      // --allow-other
-	Pprof            bool      // --pprof: serve Go's profiler beside the metrics
-	DebugFUSE        bool      // --debug-fuse: log every FUSE request (to the mount's logger)
-	Splits           string    // --splits: stored splits shown beside "all" (* for all)
+	// BlockSamples (--block-samples) is the most samples the prefetcher asks the database
+	// for in one request (package prefetch, "Blocks"; 0 or 1: one request per sample).
+	BlockSamples  int
+	Order         view.Mode // --order: arrival or strict binding of names
+	MaxBackground int       // --max-background: the kernel's limit on concurrent reads
+	AllowOther    bool      // --allow-other
+	Pprof         bool      // --pprof: serve Go's profiler beside the metrics
+	DebugFUSE     bool      // --debug-fuse: log every FUSE request (to the mount's logger)
+	Splits        string    // --splits: stored splits shown beside "all" (* for all)
 	// ScanIndex (--scan-index) builds the index by scanning the samples even if the
 	// dataset has a current index snapshot (index.Read).
 	ScanIndex bool
@@ -64,6 +67,7 @@ func Defaults() Options {
 		CacheBytes:       1 << 30,
 		Prefetch:         8192,
 		PrefetchInFlight: 1024,
+		BlockSamples:     DefaultBlockSamples,
 		Order:            view.Arrival,
 		MaxBackground:    128,
 		Splits:           "*",
@@ -73,6 +77,10 @@ func Defaults() Options {
 		HedgeAfter:       time.Second,
 	}
 }
+
+// DefaultBlockSamples is the default of --block-samples: see package prefetch, "Blocks",
+// for the measurements it was chosen by.
+const DefaultBlockSamples = 16
 
 // OptionError is an option out of its range: the caller's mistake, not the system's.
 type OptionError struct{ Err error }
@@ -88,6 +96,8 @@ func (o *Options) Check() error {
 		return bad(errors.New("--cache-size must be positive"))
 	case o.EpochsListed < 0 || o.Prefetch < 0 || o.LookAhead < 0:
 		return bad(errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0"))
+	case o.BlockSamples < 0:
+		return bad(fmt.Errorf("--block-samples must be 0 or more (0 or 1: one request per sample), got %d", o.BlockSamples))
 	case o.EpochViews <= 0 || o.MaxBackground <= 0 || o.PrefetchInFlight <= 0:
 		return bad(errors.New("--epoch-views, --max-background and --prefetch-in-flight must be positive"))
 	case o.CacheDir != "" && (o.CacheDirBytes <= 0 || o.CacheDirBytes > 1<<62):

@@ -143,9 +143,14 @@ func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 	if files := f.value("cassfs_files_read_total"); files > 0 {
 		perFile = fmt.Sprintf("%.2f", float64(h.GetSampleCount())/files)
 	}
-	fmt.Fprintf(&w, "  fetches   %s, %s per file served (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged\n",
+	blocks := "no blocks"
+	if n := f.value("cassfs_fetch_blocks_total"); n > 0 {
+		blocks = fmt.Sprintf("%s in %s blocks (%.1f a block, %s read alone after a wait)", humanize.Comma(int64(f.value("cassfs_fetch_block_samples_total"))),
+			humanize.Comma(int64(n)), f.value("cassfs_fetch_block_samples_total")/n, humanize.Comma(int64(f.value("cassfs_fetch_block_hedges_total"))))
+	}
+	fmt.Fprintf(&w, "  fetches   %s, %s per file served (now %.0f/s; p50 %s, p99 %s), %s in flight, %s hedged; %s\n",
 		humanize.Comma(int64(h.GetSampleCount())), perFile, histRate(before.fams, f.fams, interval),
-		ms(0.5), ms(0.99), humanize.Comma(int64(f.value("cassfs_requests_in_flight"))), humanize.Comma(int64(f.value("cassfs_fetch_hedges_total"))))
+		ms(0.5), ms(0.99), humanize.Comma(int64(f.value("cassfs_requests_in_flight"))), humanize.Comma(int64(f.value("cassfs_fetch_hedges_total"))), blocks)
 	var errs []string
 	if fam := f.fams["cassfs_fetch_errors_total"]; fam != nil {
 		for _, m := range fam.Metric {

@@ -60,6 +60,9 @@ type CacheOptions struct {
 	// session's own bound keeps room for demand reads whichever mount they are of. Demand
 	// reads take none.
 	Shared *inflight.Bound
+	// Block has prefetches read in blocks where the Fetcher is a BlockFetcher and
+	// Block.Samples is above 1 (see Blocks in the package doc).
+	Block BlockOptions
 }
 
 // Cache is a byte-bounded cache of blobs with deduplicated fetches. It is safe for
@@ -95,7 +98,25 @@ type Cache struct {
 	// Samples); a reader's fetch of it next means the push was lost (CacheStats).
 	skipped bitset.Set
 
+	// Blocks (nil blocks: none). pend is the prefetches queued for the next block, of
+	// pendBytes reserved; sent counts the samples of blocks sent and not yet answered;
+	// holding, the blocks whose answers are being handed out (a partial block waits for
+	// them: the prefetches their arrivals issue join it). All guarded by mu.
+	blocks    BlockFetcher
+	blockOpts BlockOptions
+	pend      []pending
+	pendBytes int64
+	sent      int
+	holding   int
+
 	stats cacheCounters
+}
+
+// pending is a prefetch queued for a block.
+type pending struct {
+	i        uint32
+	cl       *call
+	reserved int64
 }
 
 type failure struct {
@@ -108,11 +129,14 @@ type call struct {
 	data     []byte
 	err      *FetchError
 	demanded bool // guarded by Cache.mu; a reader waits for it, so it arrives consumed
+	queued   bool // guarded by Cache.mu; waiting in Cache.pend for a block
+	inBlock  bool // guarded by Cache.mu; sent in a block
 	owner    any  // who asked for the prefetch (Prefetch's owner), told when it ends
 }
 
 type cacheCounters struct {
 	hits, misses, waits, fetchErrors, evictions, prefetched, dropped, pushesLost atomic.Int64
+	blocks, blockSamples, blockHedges                                            atomic.Int64
 }
 
 // CacheStats is a snapshot of a cache's counters.
@@ -128,11 +152,14 @@ type CacheStats struct {
 	// names were looked up ahead (PushHeld), whose next fetch was nonetheless a reader's:
 	// the pushed pages were gone from the page cache when the reader came.
 	PushesLost int64
-	Bytes      int64 // bytes cached now
-	FreshBytes int64 // of which prefetched and not yet read
-	Entries    int
-	InFlight   int // fetches in flight
-	Prefetches int // of which started by Prefetch
+	// Blocks counts the blocks sent, BlockSamples the samples in them, BlockHedges the
+	// samples of blocks readers waited for past BlockOptions.HedgeAfter and read alone.
+	Blocks, BlockSamples, BlockHedges int64
+	Bytes                             int64 // bytes cached now
+	FreshBytes                        int64 // of which prefetched and not yet read
+	Entries                           int
+	InFlight                          int // fetches in flight
+	Prefetches                        int // of which started by Prefetch
 }
 
 // NewCache returns a cache over fetch.
@@ -155,6 +182,15 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
 		c.skipped = bitset.New(opts.Samples)
+	}
+	if bf, ok := fetch.(BlockFetcher); ok && opts.Block.Samples > 1 {
+		c.blocks, c.blockOpts = bf, opts.Block
+		if c.blockOpts.Bytes <= 0 {
+			c.blockOpts.Bytes = 4 << 20
+		}
+		if c.blockOpts.HedgeAfter == 0 {
+			c.blockOpts.HedgeAfter = time.Second
+		}
 	}
 	return c
 }
@@ -199,6 +235,9 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	cl, joined := c.inflight[i]
 	if joined {
 		cl.demanded = true
+		if cl.queued {
+			c.unqueueLocked(i, cl) // a reader waits: asked for by itself now, not with a block
+		}
 	} else {
 		if err := c.ctx.Err(); err != nil {
 			c.mu.Unlock()
@@ -210,11 +249,15 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 		cl = c.startLocked(i, -1, nil)
 		cl.demanded = true
 	}
+	inBlock := cl.inBlock
 	c.mu.Unlock()
 	if joined {
 		c.stats.waits.Add(1)
 	} else {
 		c.stats.misses.Add(1)
+	}
+	if inBlock && c.blockOpts.HedgeAfter > 0 {
+		return c.waitBlock(ctx, i, cl)
 	}
 	select {
 	case <-cl.done:
@@ -286,7 +329,11 @@ func (c *Cache) Prefetch(i uint32, o PrefetchOptions) bool {
 		return false // the session's prefetches are at their bound: told when one ends
 	}
 	c.reserved += o.Size
-	c.startLocked(i, o.Size, o.Owner)
+	if c.blocks != nil {
+		c.queueLocked(i, o.Size, o.Owner)
+	} else {
+		c.startLocked(i, o.Size, o.Owner)
+	}
 	c.stats.prefetched.Add(1)
 	return true
 }
@@ -314,10 +361,16 @@ func (c *Cache) startLocked(i uint32, reserved int64, owner any) *call {
 
 func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	defer c.wg.Done()
-	prefetch := reserved >= 0
 	start := time.Now()
 	data, err := c.fetch.Fetch(c.ctx, i)
-	took := time.Since(start)
+	c.finish(i, cl, reserved, data, err, time.Since(start))
+}
+
+// finish ends the fetch of sample i (its call cl; reserved as startLocked's), which took
+// took: the blob is cached (or the error told), waiters are woken, the blob is pushed and
+// the prefetcher told.
+func (c *Cache) finish(i uint32, cl *call, reserved int64, data []byte, err error, took time.Duration) {
+	prefetch := reserved >= 0
 	c.mu.Lock()
 	delete(c.inflight, i)
 	if prefetch {
@@ -478,6 +531,7 @@ func (c *Cache) Stats() CacheStats {
 	s.Hits, s.Misses, s.Waits = c.stats.hits.Load(), c.stats.misses.Load(), c.stats.waits.Load()
 	s.FetchErrors, s.Evictions, s.Prefetched = c.stats.fetchErrors.Load(), c.stats.evictions.Load(), c.stats.prefetched.Load()
 	s.Dropped, s.PushesLost = c.stats.dropped.Load(), c.stats.pushesLost.Load()
+	s.Blocks, s.BlockSamples, s.BlockHedges = c.stats.blocks.Load(), c.stats.blockSamples.Load(), c.stats.blockHedges.Load()
 	return s
 }
 
@@ -487,6 +541,9 @@ func (c *Cache) Close() {
 	// wg, so none is added once Wait may have begun (an Add concurrent with Wait panics).
 	c.mu.Lock()
 	c.cancel()
+	if len(c.pend) > 0 {
+		c.sendLocked() // ended with the context's error: their waiters are told
+	}
 	c.mu.Unlock()
 	c.wg.Wait()
 }

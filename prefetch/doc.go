@@ -37,6 +37,36 @@
 //
 // Returned slices are shared and must not be modified.
 //
+// # Blocks
+//
+// A request costs the database and the client about as much again as a 110 KB blob does:
+// read with gocql alone, 16 ids per request with 8 requests in flight cost the client
+// 156–179 µs and the node 288–307 µs of CPU per blob, one id per request with 16 in
+// flight 228–240 and 345–463 (../shared/design/blocks-and-records.md; too few requests
+// in flight starve the node: 32 ids × 2 read slower than one id × 16). So where the
+// Fetcher is a BlockFetcher (StoreFetch over a store.BlockReader; the disk tier and the
+// mount's metrics pass blocks through) and CacheOptions.Block.Samples is above 1, the
+// prefetches the Prefetcher issues are queued and sent as blocks of up to Samples samples
+// (16 by default in cassfs mount, --block-samples) and Bytes (4 MiB by the sizes they
+// reserve: a block's answer is one response frame of the native protocol, whose size
+// Cassandra bounds by native_transport_max_frame_size, 16 MiB by default).
+//
+// Everything else counts samples as before: a queued prefetch is in flight for
+// MaxInFlight, the window and the shared bound, so the controller sizes its limit in blobs,
+// and a limit of 64 is four blocks. A full block goes out at once; a part-filled one only
+// while no block is in flight or being answered (Nagle's rule, Cache.flush): the arrivals
+// of a block let the prefetcher issue as many again, and the prefetches they issue make
+// the next block instead of going out one by one. So blocks are full while the database
+// is busy (15.5 samples a block in a cold epoch at a 0.1 ms link) and nothing waits when
+// it is idle. A block's answers are handed out together once all have come.
+//
+// A block is never worse than single reads for a reader: a Get of a sample queued for a
+// block takes it out and fetches it alone at once; a Get of a sample in a block sent waits
+// for it up to BlockOptions.HedgeAfter (cassfs mount's --speculative-after, 1 s), then
+// fetches it alone as well and takes the first answer. A sample the block's answer lacks,
+// or whose blob does not verify, fails alone, with the error kinds of a single fetch; a
+// block that fails as a whole is read again sample by sample (store.BlockReader).
+//
 // # Eviction by the known future
 //
 // Epoch orders are a pure function of the seed, so the future reads of a stream are known.

@@ -78,3 +78,30 @@ func fetchWithTarget(ctx context.Context, r store.BlobReader, ix *index.Index, i
 	}
 	return buf, nil
 }
+
+// FetchBlock implements BlockFetcher: the samples' blobs in one block of the store
+// (store.GetBlock: one request per node owning some of them, or one Get each where the
+// reader reads no blocks), each verified as Fetch verifies it. A dataset with targets
+// reads each sample by Fetch (a blob and its target), all at once.
+func (f *StoreFetcher) FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error)) {
+	ix := f.ix
+	if ix.HasTargets() {
+		FetchBlock(ctx, fetchOnly{f}, samples, got)
+		return
+	}
+	store.GetBlock(ctx, f.r, ix.IDs(samples), func(k int, b store.Blob, err error) {
+		if err == nil {
+			err = ix.Verify(samples[k], b)
+		}
+		if err != nil {
+			got(k, nil, err)
+			return
+		}
+		got(k, b.Data, nil)
+	})
+}
+
+// fetchOnly hides a fetcher's FetchBlock: FetchBlock then fetches sample by sample.
+type fetchOnly struct{ f Fetcher }
+
+func (o fetchOnly) Fetch(ctx context.Context, i uint32) ([]byte, error) { return o.f.Fetch(ctx, i) }

@@ -361,8 +361,16 @@ func (p *Prefetcher) pump(s *stream, needNext bool) {
 }
 
 // pumpLocked issues positions up to the window; it stops early when the cache refuses more.
-// It reports true when it needs the next epoch's order to go on (see pump).
+// It reports true when it needs the next epoch's order to go on (see pump). What it issued
+// into a block not full yet is sent as the cache's rule for blocks says (Cache.flush).
 func (p *Prefetcher) pumpLocked(s *stream) (needNext bool) {
+	needNext = p.issueLocked(s)
+	p.cache.flush()
+	return needNext
+}
+
+// issueLocked is pumpLocked's issuing.
+func (p *Prefetcher) issueLocked(s *stream) (needNext bool) {
 	for !p.closed.Load() && !s.dropped {
 		n := len(s.cur)
 		if s.nextEpoch == 0 && s.nextPos >= n {

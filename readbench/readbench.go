@@ -1,15 +1,17 @@
 // Package readbench measures reads of the same samples by several readers at once, the
 // way `cassfs bench` compares the database, a mount and a local copy: files/s, bytes,
 // latency percentiles and the reading process's CPU per file, printed side by side with
-// ratios to the first path measured. It knows no store and no filesystem: a path is a
-// function that reads its k-th file.
+// ratios to the first path measured. It knows no database and no filesystem: a path is a
+// function that reads its k-th file, or a blob reader (store.BlobReader) of the database.
 package readbench
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,9 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/cassfs/cassfs/store"
+	"github.com/google/uuid"
 )
 
 // Result is one path's measurement.
@@ -86,20 +91,59 @@ func Measure(name string, n, p int, read func(k int) (int, error)) Result {
 	return r
 }
 
-// ReadFileList reads the first n paths of a file_list.txt.
+// Gets reads the blobs of ids from r with p reads at once, one id per request: the
+// "store" path of cassfs bench.
+func Gets(ctx context.Context, r store.BlobReader, ids []uuid.UUID, p int) Result {
+	return Measure("store", len(ids), p, func(k int) (int, error) {
+		b, err := r.Get(ctx, ids[k], nil)
+		return len(b.Data), err
+	})
+}
+
+// Blocks reads the blobs of ids from r in blocks of size (store.GetBlock), p blocks at
+// once: the "store-blocks" path of cassfs bench. Files and errors count blobs; the
+// latencies are the blocks'.
+func Blocks(ctx context.Context, r store.BlobReader, ids []uuid.UUID, size, p int) Result {
+	var failed atomic.Int64
+	res := Measure("store-blocks", (len(ids)+size-1)/size, p, func(k int) (int, error) {
+		var bytes atomic.Int64
+		store.GetBlock(ctx, r, ids[k*size:min((k+1)*size, len(ids))], func(_ int, b store.Blob, err error) {
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			bytes.Add(int64(len(b.Data)))
+		})
+		return int(bytes.Load()), nil
+	})
+	res.Errors = int(failed.Load())
+	res.Files = len(ids) - res.Errors
+	return res
+}
+
+// ReadFileList reads the first n paths of a file_list.txt, each joined to the list's
+// directory.
 func ReadFileList(path string, n int) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var names []string
+	var paths []string
 	sc := bufio.NewScanner(f)
-	for len(names) < n && sc.Scan() {
+	for len(paths) < n && sc.Scan() {
 		line := sc.Text()
-		names = append(names, line[:max(0, strings.LastIndexByte(line, ' '))])
+		paths = append(paths, filepath.Join(filepath.Dir(path), line[:max(0, strings.LastIndexByte(line, ' '))]))
 	}
-	return names, sc.Err()
+	return paths, sc.Err()
+}
+
+// Files reads paths with p readers at once.
+func Files(name string, paths []string, p int) Result {
+	return Measure(name, len(paths), p, func(k int) (int, error) {
+		b, err := os.ReadFile(paths[k])
+		return len(b), err
+	})
 }
 
 // Print writes results as a table, with ratios to the first.

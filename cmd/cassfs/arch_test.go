@@ -31,7 +31,7 @@ var imports = map[string][]string{
 	"ingest":            {"index", "store"},
 	"attach":            {"splits", "index", "store"},
 	"synth":             {},
-	"readbench":         {},
+	"readbench":         {"store"},
 	"store/cassandra":   {"store", "internal/inflight"},
 	"store/hedge":       {"store"},
 	"store/memstore":    {"store"},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/cassfs/cassfs/index"
@@ -25,6 +24,7 @@ type benchOpts struct {
 	readers int
 	seed    uint64
 	epoch   uint64
+	block   int
 }
 
 func newBenchCmd() *cobra.Command {
@@ -40,6 +40,7 @@ with --readers readers at once, and reports files/s, MB/s and latency percentile
 each path it is given, with ratios to the raw database reads:
 
   store   the database itself (cassfs's store client, no filesystem): the ceiling
+  store-blocks  the same in blocks, as a mount's prefetcher reads (--block-samples)
   mount   through a running cassfs mount at --mount (mounted with the same --seed)
   local   the same files in a local ImageFolder tree --local (e.g. the tree ingested)
 
@@ -68,6 +69,7 @@ prefetching beyond the files read included: that is what each file served cost i
 	f.IntVar(&o.readers, "readers", 8, "readers at once")
 	f.Uint64Var(&o.seed, "seed", 0, "seed of the mount (chooses the samples and their names)")
 	f.Uint64Var(&o.epoch, "epoch", 0, "epoch whose first samples are read")
+	f.IntVar(&o.block, "block-samples", mount.DefaultBlockSamples, "samples per request of the store-blocks path (0 or 1: no such path)")
 	return c
 }
 
@@ -80,28 +82,24 @@ func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.W
 	e := splits.NewEpoch(ix, splits.All(ix), o.seed, o.epoch, splits.View{})
 	n := min(o.samples, len(e.Order))
 	order := e.Order[:n]
-	var results []readbench.Result
-
+	ids := ix.IDs(order)
 	fmt.Fprintf(errOut, "store: reading %d samples with %d readers...\n", n, o.readers)
-	results = append(results, readbench.Measure("store", n, o.readers, func(k int) (int, error) {
-		b, err := st.Get(ctx, ix.ID(order[k]), nil)
-		return len(b.Data), err
-	}))
+	results := []readbench.Result{readbench.Gets(ctx, st, ids, o.readers)}
+	if o.block > 1 {
+		fmt.Fprintf(errOut, "store-blocks: reading %d samples in blocks of %d with %d blocks in flight...\n", n, o.block, max(1, o.readers/2))
+		results = append(results, readbench.Blocks(ctx, st, ids, o.block, max(1, o.readers/2)))
+	}
 
 	if o.mount != "" {
-		// Counted from before the file list is read: reading it enters the epoch,
-		// which starts the prefetcher.
+		// Counted from before the file list is read, which starts the prefetcher.
 		cpu0, fetches0, asked := mount.Counters(ctx, o.mount)
 		root := filepath.Join(o.mount, "all", fmt.Sprintf("epoch-%d", o.epoch))
-		names, err := readbench.ReadFileList(filepath.Join(root, "file_list.txt"), n)
+		paths, err := readbench.ReadFileList(filepath.Join(root, "file_list.txt"), n)
 		if err != nil {
 			return fmt.Errorf("--mount: %w (is a cassfs mount of dataset %s there?)", err, st.Dataset())
 		}
-		fmt.Fprintf(errOut, "mount: reading %d files of %s with %d readers...\n", len(names), root, o.readers)
-		r := readbench.Measure("mount", len(names), o.readers, func(k int) (int, error) {
-			b, err := os.ReadFile(filepath.Join(root, names[k]))
-			return len(b), err
-		})
+		fmt.Fprintf(errOut, "mount: reading %d files of %s with %d readers...\n", len(paths), root, o.readers)
+		r := readbench.Files("mount", paths, o.readers)
 		if cpu1, fetches1, ok := mount.Counters(ctx, o.mount); asked && ok {
 			r.Daemon, r.Fetches = cpu1-cpu0, fetches1-fetches0
 		} else {
@@ -110,13 +108,12 @@ func runBench(ctx context.Context, st store.Store, o benchOpts, out, errOut io.W
 		results = append(results, r)
 	}
 	if o.local != "" {
-		classes := ix.Labels()
 		fmt.Fprintf(errOut, "local: reading %d files of %s with %d readers...\n", n, o.local, o.readers)
-		results = append(results, readbench.Measure("local", n, o.readers, func(k int) (int, error) {
-			i := order[k]
-			b, err := os.ReadFile(filepath.Join(o.local, classes[ix.Label(i)], ix.Name(i)))
-			return len(b), err
-		}))
+		paths := make([]string, n)
+		for k, i := range order {
+			paths[k] = filepath.Join(o.local, ix.Labels()[ix.Label(i)], ix.Name(i))
+		}
+		results = append(results, readbench.Files("local", paths, o.readers))
 	}
 	readbench.Print(out, results)
 	for _, r := range results {

@@ -38,6 +38,9 @@ type attachState struct {
 	kind    string // "attached", or "" for a dataset made by ingest
 	sources []store.Source
 	stmts   []string // the blob read of each source
+	// blockStmts: the read of a block of each source (block.go): the id, the label if it
+	// has one, the blob.
+	blockStmts []string
 
 	mu       sync.Mutex
 	sourceOf map[uuid.UUID]int // guarded by mu; nil until loaded (several sources only)
@@ -78,6 +81,11 @@ func (c *Store) readAttachState(ctx context.Context) (*attachState, error) {
 				q = "SELECT " + quote(s.LabelColumn) + ", " + quote(s.DataColumn) + " FROM " + quote(s.Keyspace) + "." + quote(s.Table) + " WHERE " + quote(s.IDColumn) + " = ?"
 			}
 			st.stmts = append(st.stmts, q)
+			cols := quote(s.IDColumn) + ", " + quote(s.DataColumn)
+			if s.LabelColumn != "" {
+				cols = quote(s.IDColumn) + ", " + quote(s.LabelColumn) + ", " + quote(s.DataColumn)
+			}
+			st.blockStmts = append(st.blockStmts, "SELECT "+cols+" FROM "+quote(s.Keyspace)+"."+quote(s.Table)+" WHERE "+quote(s.IDColumn)+" IN ?")
 		}
 	}
 	return st, nil

@@ -167,8 +167,10 @@ type Store struct {
 	targets bool     // guarded by mu; samples has the target_* columns
 	// splitTables is set once the split tables are known to exist; guarded by mu.
 	splitTables bool
-	nodes       int            // nodes in the cluster when the store was opened
-	getStmt     string         // the blob read, with the keyspace in it
+	nodes       int    // nodes in the cluster when the store was opened
+	getStmt     string // the blob read, with the keyspace in it
+	blockStmt   string // the read of a block of blobs (block.go)
+	policy      gocql.HostSelectionPolicy
 	replicas    sync.WaitGroup // the background fetch of the replica map
 	lastScan    ScanStats      // guarded by mu
 	owns        bool           // the session is this store's own (Open), closed with it
@@ -177,7 +179,10 @@ type Store struct {
 	attach *attachState
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.BlockReader = (*Store)(nil)
+)
 
 // Cluster is one session with a cluster that the stores of several datasets share (a
 // mount of several datasets): one set of connections, one bound on requests in flight
@@ -279,8 +284,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // open opens cfg.Dataset through cl's session.
 func (cl *Cluster) open(ctx context.Context, cfg Config) (*Store, error) {
 	s, policy := cl.session, cl.policy
-	c := &Store{cfg: cfg, session: s, roundTrips: cl.roundTrips, sem: cl.sem, prefetchs: cl.prefetchs}
+	c := &Store{cfg: cfg, session: s, roundTrips: cl.roundTrips, sem: cl.sem, prefetchs: cl.prefetchs, policy: policy}
 	c.getStmt = c.cql(`SELECT label, data FROM DS.blobs WHERE id = ?`)
+	c.blockStmt = c.cql(`SELECT id, label, data FROM DS.blobs WHERE id IN ?`)
 	// The dataset, the schema and the cluster's size, at once: each is a round trip.
 	var ksErr, colErr, nodeErr, attErr error
 	var made bool

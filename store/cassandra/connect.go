@@ -165,6 +165,11 @@ func (r routing) Pick(q gocql.ExecutableQuery) gocql.NextHost {
 	if q != nil && q.Context().Value(anyNode{}) != nil {
 		return r.fallback.Pick(q)
 	}
+	if q != nil {
+		if h, ok := q.Context().Value(pinnedHost{}).(*gocql.HostInfo); ok {
+			return pinned(h, r.fallback.Pick(q)) // a block's part: to the node owning its ids
+		}
+	}
 	next := r.HostSelectionPolicy.Pick(q)
 	if q != nil {
 		if a := store.AttemptsOf(q.Context()); a != nil {

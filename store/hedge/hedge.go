@@ -98,3 +98,15 @@ func (h *Reader) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob,
 
 // Hedges is how many reads were sent a second time.
 func (h *Reader) Hedges() int64 { return h.hedges.Load() }
+
+// GetBlock implements store.BlockReader: the block is r's own (or one Get per id, each
+// hedged, where r reads no blocks). A block is not hedged here: the blobs a reader waits
+// for are read again by themselves by the cache above (package prefetch), where a second
+// attempt of a single read is hedged as any.
+func (h *Reader) GetBlock(ctx context.Context, ids []uuid.UUID, got func(k int, b store.Blob, err error)) {
+	if br, ok := h.r.(store.BlockReader); ok {
+		br.GetBlock(ctx, ids, got)
+		return
+	}
+	store.GetEach(ctx, h, ids, got)
+}

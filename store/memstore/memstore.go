@@ -43,18 +43,19 @@ type Store struct {
 	opts    Options
 	created time.Time
 
-	mu      sync.Mutex
-	blobs   map[uuid.UUID]store.Blob   // guarded by mu
-	samples map[uuid.UUID]store.Sample // guarded by mu
-	columns map[string]bool            // guarded by mu
-	labels  []string                   // guarded by mu
-	gets    int                        // guarded by mu
-	splits  map[string]memSplit        // guarded by mu
-	version uuid.UUID                  // guarded by mu
-	snap    []byte                     // guarded by mu; the stored snapshot
-	snapOf  uuid.UUID                  // guarded by mu; the version snap was taken at
-	entries map[uuid.UUID]store.Entry  // guarded by mu; of an attached dataset
-	sources []store.Source             // guarded by mu
+	mu               sync.Mutex
+	blobs            map[uuid.UUID]store.Blob   // guarded by mu
+	samples          map[uuid.UUID]store.Sample // guarded by mu
+	columns          map[string]bool            // guarded by mu
+	labels           []string                   // guarded by mu
+	gets             int                        // guarded by mu
+	blocks, blockIDs int                        // guarded by mu: GetBlock's calls and the ids they asked for
+	splits           map[string]memSplit        // guarded by mu
+	version          uuid.UUID                  // guarded by mu
+	snap             []byte                     // guarded by mu; the stored snapshot
+	snapOf           uuid.UUID                  // guarded by mu; the version snap was taken at
+	entries          map[uuid.UUID]store.Entry  // guarded by mu; of an attached dataset
+	sources          []store.Source             // guarded by mu
 }
 
 type memSplit struct {
@@ -187,15 +188,50 @@ func (m *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, 
 	m.mu.Lock()
 	m.gets++
 	m.mu.Unlock()
+	if err := m.wait(ctx, id); err != nil {
+		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, err)
+	}
+	return m.read(ctx, id, buf)
+}
+
+// GetBlock implements store.BlockReader: one request for the block, which waits once (the
+// Latency of its first id) and answers every id; FailGet fails the ids it chooses alone.
+func (m *Store) GetBlock(ctx context.Context, ids []uuid.UUID, got func(k int, b store.Blob, err error)) {
+	if len(ids) == 0 {
+		return
+	}
+	m.mu.Lock()
+	m.blocks++
+	m.blockIDs += len(ids)
+	m.mu.Unlock()
+	if err := m.wait(ctx, ids[0]); err != nil {
+		for k, id := range ids {
+			got(k, store.Blob{}, fmt.Errorf("get sample %s: %w", id, err))
+		}
+		return
+	}
+	for k, id := range ids {
+		b, err := m.read(ctx, id, nil)
+		got(k, b, err)
+	}
+}
+
+// wait waits for the Latency of a request for id, or ctx.
+func (m *Store) wait(ctx context.Context, id uuid.UUID) error {
 	if m.opts.Latency != nil {
 		t := time.NewTimer(m.opts.Latency(id))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return store.Blob{}, fmt.Errorf("get sample %s: %w", id, ctx.Err())
+			return ctx.Err()
 		}
 	}
+	return ctx.Err()
+}
+
+// read answers id's blob once its request waited.
+func (m *Store) read(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, err)
 	}
@@ -211,6 +247,13 @@ func (m *Store) Get(ctx context.Context, id uuid.UUID, buf []byte) (store.Blob, 
 		return store.Blob{}, fmt.Errorf("get sample %s: %w", id, store.ErrNotFound)
 	}
 	return store.Blob{Label: b.Label, Data: append(buf[:0], b.Data...)}, nil
+}
+
+// Blocks counts the calls to GetBlock so far and the ids they asked for.
+func (m *Store) Blocks() (blocks, ids int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.blocks, m.blockIDs
 }
 
 // Gets counts the calls to Get so far (for tests of deduplication).

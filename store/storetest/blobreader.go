@@ -69,6 +69,18 @@ func RunBlobReader(t *testing.T, r store.BlobReader) {
 		{"ConcurrentGets", testConcurrentGets},
 		{"CancelledContext", testCancelled},
 	}
+	if br, ok := r.(store.BlockReader); ok {
+		for _, tc := range []struct {
+			name string
+			fn   func(t *testing.T, r store.BlockReader)
+		}{
+			{"BlockReadsEveryBlobOnce", testBlockReadsEveryBlobOnce},
+			{"BlockBytesAreTheCallers", testBlockBytesAreTheCallers},
+			{"BlockCancelledContext", testBlockCancelled},
+		} {
+			t.Run(tc.name, func(t *testing.T) { tc.fn(t, br) })
+		}
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, r) })
 	}
@@ -208,5 +220,103 @@ func testCancelled(t *testing.T, r store.BlobReader) {
 	cancel()
 	if _, err := r.Get(ctx, KnownSamples()[0].Sample.ID, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("Get with a cancelled context: error = %v, want context.Canceled", err)
+	}
+}
+
+// blockResult is what GetBlock answered for one id.
+type blockResult struct {
+	b     store.Blob
+	err   error
+	calls int
+}
+
+// getBlock runs r.GetBlock and returns its answers by index.
+func getBlock(ctx context.Context, r store.BlockReader, ids []uuid.UUID) []blockResult {
+	out := make([]blockResult, len(ids))
+	var mu sync.Mutex
+	r.GetBlock(ctx, ids, func(k int, b store.Blob, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		out[k].b, out[k].err = b, err
+		out[k].calls++
+	})
+	return out
+}
+
+// testBlockReadsEveryBlobOnce: a block of every sample's id, the targets' and two ids with
+// no blob, in blocks of several sizes, answers each id exactly once: its blob and label,
+// or ErrNotFound naming the id for the missing ones, which fail alone.
+func testBlockReadsEveryBlobOnce(t *testing.T, r store.BlockReader) {
+	known := KnownSamples()
+	type want struct {
+		k      Known
+		target bool
+		ok     bool
+	}
+	var ids []uuid.UUID
+	var wants []want
+	for _, k := range known {
+		ids, wants = append(ids, k.Sample.ID), append(wants, want{k, false, true})
+		if k.Target != nil {
+			ids, wants = append(ids, store.TargetID(k.Sample.ID)), append(wants, want{k, true, true})
+		}
+	}
+	ids, wants = append(ids, uuid.New()), append(wants, want{ok: false})
+	ids, wants = append(ids, store.TargetID(known[1].Sample.ID)), append(wants, want{ok: false})
+	for _, size := range []int{1, 3, 16, len(ids)} {
+		for from := 0; from < len(ids); from += size {
+			to := min(from+size, len(ids))
+			got := getBlock(context.Background(), r, ids[from:to])
+			for j, g := range got {
+				w, id := wants[from+j], ids[from+j]
+				if g.calls != 1 {
+					t.Fatalf("blocks of %d: id %s answered %d times, want once", size, id, g.calls)
+				}
+				if !w.ok {
+					if !errors.Is(g.err, store.ErrNotFound) || !strings.Contains(g.err.Error(), id.String()) {
+						t.Errorf("blocks of %d: missing id %s: error %v, want ErrNotFound naming it", size, id, g.err)
+					}
+					continue
+				}
+				if g.err != nil {
+					t.Fatalf("blocks of %d: %s: %v", size, w.k.Sample.Name, g.err)
+				}
+				checkBlob(t, "GetBlock", g.b, w.k, w.target)
+			}
+		}
+	}
+}
+
+// testBlockBytesAreTheCallers: the blobs of one block are separate memory: changing one
+// changes neither the others nor a later read.
+func testBlockBytesAreTheCallers(t *testing.T, r store.BlockReader) {
+	known := KnownSamples()[:10]
+	ids := make([]uuid.UUID, len(known))
+	for i, k := range known {
+		ids[i] = k.Sample.ID
+	}
+	got := getBlock(context.Background(), r, ids)
+	for i := range got[7].b.Data {
+		got[7].b.Data[i] ^= 0xff
+	}
+	for i, k := range known {
+		if i != 7 {
+			checkBlob(t, "a blob of a block another of which the caller changed", got[i].b, k, false)
+		}
+	}
+	again := getBlock(context.Background(), r, ids[7:8])
+	checkBlob(t, "GetBlock after the caller changed the bytes of an earlier one", again[0].b, known[7], false)
+}
+
+// testBlockCancelled: a block with a context already cancelled fails every id with the
+// context's error.
+func testBlockCancelled(t *testing.T, r store.BlockReader) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	known := KnownSamples()
+	for k, g := range getBlock(ctx, r, []uuid.UUID{known[0].Sample.ID, known[1].Sample.ID}) {
+		if g.calls != 1 || !errors.Is(g.err, context.Canceled) {
+			t.Errorf("GetBlock with a cancelled context, id %d: %d answers, error %v; want one, context.Canceled", k, g.calls, g.err)
+		}
 	}
 }
