@@ -57,7 +57,9 @@ type curvePoint struct {
 //
 // CASSFS_CURVE_COUNT sets the dataset size (default 10,000), CASSFS_CURVE_RTTS the round
 // trips in ms (default 0.1,20,50,150,300), CASSFS_CURVE_READERS the readers (default
-// go,dali,torchvision), CASSFS_BENCH_CURVE a JSON file for the points
+// go,dali,torchvision), CASSFS_CURVE_VARIANTS the mounts' extra flags, one set per
+// variant measured, ';' between sets (default: one variant, no extra flag; "" in the
+// list is the default flags: ";--block-samples 1"), CASSFS_BENCH_CURVE a JSON file for the points
 // (bench/latency_curve.py tabulates and plots it).
 func BenchmarkLatencyCurve(b *testing.B) {
 	count := 10_000
@@ -125,6 +127,13 @@ func BenchmarkLatencyCurve(b *testing.B) {
 		if s := os.Getenv("CASSFS_CURVE_READERS"); s != "" {
 			readerSet = strings.Split(s, ",")
 		}
+		variants := [][]string{nil}
+		if s := os.Getenv("CASSFS_CURVE_VARIANTS"); s != "" {
+			variants = nil
+			for _, v := range strings.Split(s, ";") {
+				variants = append(variants, strings.Fields(v))
+			}
+		}
 
 		ssh := startSSHD(b)
 		for _, rtt := range rtts {
@@ -145,39 +154,45 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			sl.proxy.Stop()
 
 			ln := newLink(b, spec)
-			for _, r := range readerSet {
-				// Default flags otherwise (metrics change nothing but what is shown).
-				m := startMount(b, ds, append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0")...)
-				murl := metricsURL(b, m)
-				dropPageCache(b)
-				warmStore(b, st)
-				cpu0, db0 := processCPU(b, m.cmd.Process.Pid), processCPU(b, db)
-				req0 := sumMetric(scrape(b, murl), "cassfs_fuse_requests_total")
-				peak := sampleMax(murl, "cassfs_requests_in_flight")
-				var n int
-				var secs float64
-				switch r {
-				case "go":
-					epoch := filepath.Join(m.dir, "all", "epoch-0")
-					names, _ := fileList(b, epoch)
-					paths := make([]string, len(names))
-					for k, l := range names {
-						paths[k] = filepath.Join(epoch, l)
+			for _, variant := range variants {
+				for _, r := range readerSet {
+					path := "cassfs"
+					if len(variant) > 0 {
+						path += "[" + strings.Join(variant, " ") + "]"
 					}
-					total, _, _ := batchTimes(b, paths, readers, batch)
-					n, secs = len(paths), total.Seconds()
-				case "dali":
-					n, secs = readerRun(b, "dali_bench.py", filepath.Join(m.dir, "all", "epoch-2", "file_list.txt"))
-				case "torchvision":
-					n, secs = readerRun(b, "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
+					// Default flags otherwise (metrics change nothing but what is shown).
+					m := startMount(b, ds, append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), variant...)...)
+					murl := metricsURL(b, m)
+					dropPageCache(b)
+					warmStore(b, st)
+					cpu0, db0 := processCPU(b, m.cmd.Process.Pid), processCPU(b, db)
+					req0 := sumMetric(scrape(b, murl), "cassfs_fuse_requests_total")
+					peak := sampleMax(murl, "cassfs_requests_in_flight")
+					var n int
+					var secs float64
+					switch r {
+					case "go":
+						epoch := filepath.Join(m.dir, "all", "epoch-0")
+						names, _ := fileList(b, epoch)
+						paths := make([]string, len(names))
+						for k, l := range names {
+							paths[k] = filepath.Join(epoch, l)
+						}
+						total, _, _ := batchTimes(b, paths, readers, batch)
+						n, secs = len(paths), total.Seconds()
+					case "dali":
+						n, secs = readerRun(b, "dali_bench.py", filepath.Join(m.dir, "all", "epoch-2", "file_list.txt"))
+					case "torchvision":
+						n, secs = readerRun(b, "torch_bench.py", filepath.Join(m.dir, "all", "epoch-3"))
+					}
+					cpu, dbCPU := processCPU(b, m.cmd.Process.Pid)-cpu0, processCPU(b, db)-db0
+					body := scrape(b, murl)
+					add(curvePoint{Reader: r, Path: path, RTTms: rtt, Images: n, PerSecond: float64(n) / secs,
+						DaemonCPUus: float64(cpu.Microseconds()) / float64(n), DBCPUus: float64(dbCPU.Microseconds()) / float64(n), PeakInFlight: peak(),
+						Requests: (sumMetric(body, "cassfs_fuse_requests_total") - req0) / float64(n), FetchP50ms: float64(fetchMedian(body).Microseconds()) / 1000})
+					fmt.Fprintf(os.Stderr, "%-36s metrics: %s\n", r+"/"+path+"/"+spec.Name, metricsSummary(scrape(b, murl)))
+					m.stop(b)
 				}
-				cpu, dbCPU := processCPU(b, m.cmd.Process.Pid)-cpu0, processCPU(b, db)-db0
-				body := scrape(b, murl)
-				add(curvePoint{Reader: r, Path: "cassfs", RTTms: rtt, Images: n, PerSecond: float64(n) / secs,
-					DaemonCPUus: float64(cpu.Microseconds()) / float64(n), DBCPUus: float64(dbCPU.Microseconds()) / float64(n), PeakInFlight: peak(),
-					Requests: (sumMetric(body, "cassfs_fuse_requests_total") - req0) / float64(n), FetchP50ms: float64(fetchMedian(body).Microseconds()) / 1000})
-				fmt.Fprintf(os.Stderr, "%-36s metrics: %s\n", r+"/"+spec.Name, metricsSummary(scrape(b, murl)))
-				m.stop(b)
 			}
 			ln.proxy.Stop()
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/gocql/gocql"
 )
 
 // cluster is a three-node Cassandra started by cassandra.sh beside the suite's node, on
@@ -146,6 +147,7 @@ func waitReads(t *testing.T, r *reader, n int64, within time.Duration) {
 // the cluster is back.
 func TestClusterNodeFailure(t *testing.T) {
 	c := startCluster(t)
+	t.Run("BlocksGoToTheirOwners", func(t *testing.T) { testBlocksGoToTheirOwners(t, c) })
 	d, err := generate(t, t.TempDir(), "cluster_rf3", c.hosts, "--count", "2400", "--classes", "3", "--mean-size", "8000", "--seed", "9")
 	if err != nil {
 		t.Fatal(err)
@@ -266,5 +268,57 @@ func TestClusterNodeFailure(t *testing.T) {
 			t.Fatalf("reads still fail a minute after the cluster is back: %v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// testBlocksGoToTheirOwners: a dataset with one replica of each blob, spread over the three
+// nodes, read cold through a mount in blocks: every block goes to the node that owns all
+// its ids, so no node reads a blob from another. The nodes' internode traffic while the
+// epoch is read (system_views.internode_outbound, each node's own) stays a small part of
+// the bytes read; a block sent to any node would make two thirds of them cross between
+// nodes. Every sample is read once with its label.
+func testBlocksGoToTheirOwners(t *testing.T, c *cluster) {
+	d, err := generate(t, t.TempDir(), "cluster_rf1", c.hosts[:1], "--count", "600", "--classes", "3", "--mean-size", "20000", "--seed", "13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startMount(t, d.name, "--hosts", strings.Join(c.hosts, ","), "--timeout", clusterTimeout.String(), "--metrics-addr", "127.0.0.1:0")
+	url := metricsURL(t, m)
+	sent := func() int64 {
+		var total int64
+		for _, h := range c.hosts {
+			cl := gocql.NewCluster(h)
+			cl.HostFilter = gocql.WhiteListHostFilter(h)
+			cl.Timeout = clusterTimeout
+			s, err := cl.CreateSession()
+			if err != nil {
+				t.Fatalf("connect to %s: %v", h, err)
+			}
+			iter := s.Query(`SELECT sent_bytes FROM system_views.internode_outbound`).Iter()
+			var n int64
+			for iter.Scan(&n) {
+				total += n
+			}
+			err = iter.Close()
+			s.Close()
+			if err != nil {
+				t.Fatalf("%s: system_views.internode_outbound: %v", h, err)
+			}
+		}
+		return total
+	}
+	before := sent()
+	expectEachOnce(t, d, "epoch 0 of a dataset with one replica", readEpochGo(t, d, filepath.Join(m.dir, "all", "epoch-0"), 4))
+	crossed := sent() - before
+	read := treeBytes(t, d.root)
+	body := scrape(t, url)
+	blocks, _ := metricValue(body, "cassfs_fetch_blocks_total")
+	inBlocks, _ := metricValue(body, "cassfs_fetch_block_samples_total")
+	t.Logf("%d bytes between nodes while %d were read; %v samples in %v blocks", crossed, read, inBlocks, blocks)
+	if inBlocks < 300 {
+		t.Errorf("%v of 600 samples read in blocks, want most of them", inBlocks)
+	}
+	if crossed > read/10 {
+		t.Errorf("%d bytes crossed between nodes while %d were read: blocks went to nodes not owning their ids", crossed, read)
 	}
 }
