@@ -213,6 +213,10 @@ func TestAttachDALIPluginTables(t *testing.T) {
 	if got := tableRows(t, ks); !maps.Equal(got, before) {
 		t.Errorf("the plugin's tables after attach and mount: %v, before %v", got, before)
 	}
+	// Prefetched in blocks from the plugin's tables, a block per table.
+	if v, _ := metricValue(scrape(t, metricsURL(t, m)), "cassfs_fetch_block_samples_total"); v < 30 {
+		t.Errorf("%v samples of the attached tables read in blocks, want most of the 60", v)
+	}
 
 	// A blob rewritten behind cassfs's back is never served.
 	var victim string

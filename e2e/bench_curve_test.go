@@ -158,7 +158,7 @@ func BenchmarkLatencyCurve(b *testing.B) {
 				for _, r := range readerSet {
 					path := "cassfs"
 					if len(variant) > 0 {
-						path += "[" + strings.Join(variant, " ") + "]"
+						path += "[" + strings.Join(variant, "=") + "]" // a metric unit has no spaces
 					}
 					// Default flags otherwise (metrics change nothing but what is shown).
 					m := startMount(b, ds, append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), variant...)...)

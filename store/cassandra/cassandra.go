@@ -38,7 +38,9 @@
 // touching blobs.
 //
 // Blob reads are not hedged here: store/hedge wraps Get, and Nodes tells whether that can
-// help (store/hedge says why gocql's own speculative execution is not used).
+// help (store/hedge says why gocql's own speculative execution is not used). A mount's
+// prefetcher reads blobs in blocks (GetBlock: one IN query per node owning some of the
+// ids, sent to that node; block.go).
 //
 // # Deadlines and bounds
 //
