@@ -2,6 +2,7 @@ package prefetch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -14,6 +15,9 @@ type BlockOptions struct {
 	// for the sample by itself as well (0: 1 s; negative: never).
 	HedgeAfter time.Duration
 }
+
+// errNoAnswer is the error of a sample a block's fetch never answered.
+var errNoAnswer = errors.New("the block's fetch gave no answer for it")
 
 // BlockFetcher is a Fetcher that also reads many samples in one request: a block (see
 // Blocks in the package doc).
@@ -119,12 +123,18 @@ func (c *Cache) runBlock(batch []pending) {
 	type answer struct {
 		data []byte
 		err  error
+		ok   bool
 	}
 	answers := make([]answer, len(batch))
 	start := time.Now()
 	c.blocks.FetchBlock(c.ctx, samples, func(k int, data []byte, err error) {
-		answers[k] = answer{data, err} // each k once: no two writers of one element
+		answers[k] = answer{data, err, true} // each k once: no two writers of one element
 	})
+	for k := range answers {
+		if !answers[k].ok {
+			answers[k].err = errNoAnswer // a fetcher's fault: never an empty blob served
+		}
+	}
 	took := time.Since(start)
 	c.mu.Lock()
 	c.sent -= len(batch)

@@ -193,3 +193,31 @@ func TestCloseEndsQueuedPrefetches(t *testing.T) {
 		t.Errorf("after Close: %d prefetches, %d fetches in flight", s.Prefetches, s.InFlight)
 	}
 }
+
+// silentFetcher answers every sample of a block but sample 2.
+type silentFetcher struct{ blockFetcher }
+
+func (f *silentFetcher) FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error)) {
+	for k, i := range samples {
+		if i != 2 {
+			got(k, blobOf(i, 100), nil)
+		}
+	}
+}
+
+// TestUnansweredSampleOfABlockFails: a sample a block's fetch never answers fails with an
+// error; it is never cached empty.
+func TestUnansweredSampleOfABlockFails(t *testing.T) {
+	c := NewCache(&silentFetcher{}, CacheOptions{MaxBytes: 1 << 20, Samples: 100, Block: BlockOptions{Samples: 4}})
+	defer c.Close()
+	for i := range uint32(4) {
+		c.Prefetch(i, PrefetchOptions{Size: 100, MaxInFlight: 100})
+	}
+	waitFor(t, "the block answered", func() bool { return c.Stats().Prefetches == 0 })
+	if c.Has(2) || !c.Has(1) {
+		t.Errorf("cached: sample 2 %v (never answered), sample 1 %v; want false, true", c.Has(2), c.Has(1))
+	}
+	if s := c.Stats(); s.FetchErrors != 1 {
+		t.Errorf("%d fetch errors, want 1 (the unanswered sample)", s.FetchErrors)
+	}
+}
