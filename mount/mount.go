@@ -196,6 +196,9 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 	if o.HedgeAfter == 0 {
 		co.Block.HedgeAfter = -1 // --speculative-after 0: never
 	}
+	if m.disk != nil {
+		co.Block.Alone = m.disk.Holds // read from its file: no request to save
+	}
 	if b, ok := st.(interface{ PrefetchBound() *inflight.Bound }); ok {
 		// The session's prefetches, of every mount reading through it, stay below its
 		// bound together: demand reads never wait behind another volume's prefetches.

@@ -14,6 +14,11 @@ type BlockOptions struct {
 	// HedgeAfter is how long a reader waits for its sample in a block sent before it asks
 	// for the sample by itself as well (0: 1 s; negative: never).
 	HedgeAfter time.Duration
+	// Alone, if set, reports samples fetched by themselves all the same: those the disk
+	// tier holds, whose fetch is a local read with no request to save, and whose push a
+	// block would hold back until the block's slowest sample came. It must not block: it
+	// is asked under the cache's lock.
+	Alone func(i uint32) bool
 }
 
 // errNoAnswer is the error of a sample a block's fetch never answered.

@@ -221,3 +221,26 @@ func TestUnansweredSampleOfABlockFails(t *testing.T) {
 		t.Errorf("%d fetch errors, want 1 (the unanswered sample)", s.FetchErrors)
 	}
 }
+
+// TestAloneSamplesSkipBlocks: samples BlockOptions.Alone reports (the disk tier's) are
+// fetched by themselves, the others in blocks.
+func TestAloneSamplesSkipBlocks(t *testing.T) {
+	f := &blockFetcher{}
+	c := NewCache(f, CacheOptions{MaxBytes: 1 << 20, Samples: 100, Block: BlockOptions{Samples: 4, Alone: func(i uint32) bool { return i%2 == 0 }}})
+	defer c.Close()
+	for i := range uint32(8) {
+		c.Prefetch(i, PrefetchOptions{Size: 100, MaxInFlight: 100})
+	}
+	c.flush()
+	waitFor(t, "every prefetch cached", func() bool { return c.Stats().Prefetches == 0 })
+	blocks, alone := f.record()
+	slices.Sort(alone)
+	var inBlocks []uint32
+	for _, b := range blocks {
+		inBlocks = append(inBlocks, b...)
+	}
+	slices.Sort(inBlocks)
+	if !slices.Equal(alone, []uint32{0, 2, 4, 6}) || !slices.Equal(inBlocks, []uint32{1, 3, 5, 7}) {
+		t.Errorf("fetched alone %v, in blocks %v; want the even ones alone, the odd ones in blocks", alone, inBlocks)
+	}
+}

@@ -329,7 +329,7 @@ func (c *Cache) Prefetch(i uint32, o PrefetchOptions) bool {
 		return false // the session's prefetches are at their bound: told when one ends
 	}
 	c.reserved += o.Size
-	if c.blocks != nil {
+	if c.blocks != nil && (c.blockOpts.Alone == nil || !c.blockOpts.Alone(i)) {
 		c.queueLocked(i, o.Size, o.Owner)
 	} else {
 		c.startLocked(i, o.Size, o.Owner)
