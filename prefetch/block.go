@@ -163,10 +163,7 @@ func (c *Cache) waitBlock(ctx context.Context, i uint32, cl *call) ([]byte, erro
 	defer t.Stop()
 	select {
 	case <-cl.done:
-		if cl.err != nil {
-			return nil, cl.err
-		}
-		return cl.data, nil
+		return cl.result()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-t.C:
@@ -181,25 +178,30 @@ func (c *Cache) waitBlock(ctx context.Context, i uint32, cl *call) ([]byte, erro
 		data, err := c.fetch.Fetch(ctx, i)
 		alone <- result{data, err}
 	}()
-	select {
-	case <-cl.done:
-		if cl.err != nil {
-			if r := <-alone; r.err == nil {
+	for waiting := 2; ; waiting-- { // the first blob wins; an error only once both failed
+		select {
+		case <-cl.done:
+			if data, err := cl.result(); err == nil || waiting == 1 {
+				return data, err
+			}
+			cl = &call{done: make(chan struct{})} // failed: wait for the fetch alone
+		case r := <-alone:
+			if r.err == nil {
 				return r.data, nil
 			}
-			return nil, cl.err
-		}
-		return cl.data, nil
-	case r := <-alone:
-		if r.err != nil {
-			<-cl.done
-			if cl.err != nil {
-				return nil, cl.err
+			if waiting == 1 {
+				return nil, r.err
 			}
-			return cl.data, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		return r.data, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+}
+
+// result is a call's answer once done is closed.
+func (cl *call) result() ([]byte, error) {
+	if cl.err != nil {
+		return nil, cl.err
+	}
+	return cl.data, nil
 }

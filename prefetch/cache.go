@@ -261,10 +261,7 @@ func (c *Cache) Get(ctx context.Context, i uint32) ([]byte, error) {
 	}
 	select {
 	case <-cl.done:
-		if cl.err != nil {
-			return nil, cl.err
-		}
-		return cl.data, nil
+		return cl.result()
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
