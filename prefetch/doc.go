@@ -208,6 +208,10 @@
 // the shared bound's lock (inflight.Bound, taken under Cache.mu; it calls the caches it
 // turned away back with no lock held).
 // Stream.Order is called with no lock of this package held. Under Cache.mu only lock-free
-// calls leave the package (the Local predicate: disktier.Tier.Holds). Prefetcher.Next, asked under Cache.mu when the cache evicts,
-// takes no lock either: it reads what the streams publish through atomics.
+// calls leave the package (the Local and BlockOptions.Alone predicates:
+// disktier.Tier.Holds). Prefetcher.Next, asked under Cache.mu when the cache evicts, takes
+// no lock either: it reads what the streams publish through atomics. Blocks keep this
+// order: a stream's lock is held while Cache.flush takes Cache.mu to send a block
+// (pumpLocked), as when it issues a prefetch, and a block's answers are handed out
+// (Cache.finish, then the arrival callback) with no lock held.
 package prefetch
