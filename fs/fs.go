@@ -364,6 +364,10 @@ type Config struct {
 	// reader.
 	PushRoom func(n int64) bool
 	Logger   *slog.Logger
+	// Peek, if set, returns sample i's blob if it is at hand without fetching: a blob
+	// pushed into a record file completes the pages it shares with its neighbours when
+	// those are held (records.go).
+	Peek func(i uint32) ([]byte, bool)
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -402,6 +406,7 @@ type FS struct {
 	// it is gone), lastHelper the last one, kept for its counters.
 	helper, lastHelper atomic.Pointer[lookahead]
 	past               pastEpochs // past epochs' names leave go-fuse's tree (prune.go)
+	tars               tarSet     // the record files the kernel knows (records.go)
 	root               *rootDir   // the tree's root, once Root made it
 }
 

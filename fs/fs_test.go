@@ -101,6 +101,8 @@ type mountOpts struct {
 	// config, if set, adjusts the filesystem's configuration; push: MountOptions.Push.
 	config func(*cfs.Config)
 	push   bool
+	// shardBytes: view.Config.ShardBytes, the size of the record view's shards.
+	shardBytes int64
 }
 
 // mount serves the fixture at a new directory until the test ends, holding the kernel's
@@ -127,7 +129,7 @@ func (f *fixture) mount(t testing.TB, o mountOpts) string {
 	if o.arrival {
 		mode = view.Arrival
 	}
-	vc := view.Config{Index: f.ix, Splits: o.splits, Shard: o.shard, Seed: o.seed, Mode: mode, Arrived: cache.Has}
+	vc := view.Config{Index: f.ix, Splits: o.splits, Shard: o.shard, Seed: o.seed, Mode: mode, Arrived: cache.Has, ShardBytes: o.shardBytes}
 	if o.prefetcher != nil {
 		vc.Progress = o.prefetcher
 	}
@@ -183,8 +185,8 @@ func TestTreeShape(t *testing.T) {
 		t.Errorf("root lists %q", names)
 	}
 	names, _ := readNames(t, filepath.Join(mnt, "all"))
-	if len(names) != 11 || names[0] != "epoch-0" || names[9] != "epoch-9" || names[10] != "samples.csv" {
-		t.Errorf("split lists %q, want epoch-0..epoch-9 and samples.csv", names)
+	if len(names) != 21 || names[0] != "epoch-0" || names[1] != "epoch-0.wds" || names[18] != "epoch-9" || names[19] != "epoch-9.wds" || names[20] != "samples.csv" {
+		t.Errorf("split lists %q, want epoch-0, epoch-0.wds .. epoch-9, epoch-9.wds and samples.csv", names)
 	}
 	// Any epoch resolves, listed or not; malformed ones do not.
 	for _, name := range []string{"epoch-0", "epoch-123456"} {

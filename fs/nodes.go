@@ -121,6 +121,11 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 			return &genFile{fs: d.fs, size: t.Size, read: t.Read}
 		}), 0
 	}
+	if key, ok := d.fs.views.RecordsKeyIn(d.split.Name, d.shard, name); ok {
+		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+			return &recordsDir{dirNode: dirNode{fs: d.fs}, key: key}
+		}), 0
+	}
 	key, ok := d.fs.views.EpochKeyIn(d.split.Name, d.shard, name)
 	targets := false
 	if !ok {
@@ -136,10 +141,11 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 }
 
 func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	// epoch-0 ... (with targets: epoch-0, epoch-0.targets, ...), then samples.csv.
-	per := 1
+	// epoch-0, epoch-0.wds, ... (with targets: epoch-0, epoch-0.targets, epoch-0.wds,
+	// ...), then samples.csv.
+	per := 2
 	if d.fs.views.HasTargets() {
-		per = 2
+		per = 3
 	}
 	n := d.fs.cfg.EpochsListed * per
 	listed := n + 1
@@ -151,7 +157,10 @@ func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 			return fuse.DirEntry{Name: view.SamplesName, Mode: syscall.S_IFREG}
 		}
 		name := view.EpochName(uint64(k / per))
-		if k%per == 1 {
+		switch {
+		case k%per == per-1:
+			name += view.RecordsSuffix
+		case k%per == 1:
 			name += view.TargetsSuffix
 		}
 		return dirEntry(name)

@@ -33,6 +33,8 @@ type PushStats struct {
 	// ResidentReads counts the resident files READ all the same: their pages went after
 	// they were pushed or read whole, before the filesystem saw it.
 	ResidentReads int64
+	// Records counts blobs pushed into record files (records.go); their bytes are in Bytes.
+	Records int64
 }
 
 type pushCounters struct {
@@ -40,13 +42,14 @@ type pushCounters struct {
 	suspect, suspectSince                                         atomic.Int64 // READs of resident files since suspectSince (Unix ns)
 	checks, checkedGone, nearChecked                              atomic.Int64 // residency.go
 	residentReads                                                 atomic.Int64
+	records                                                       atomic.Int64
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
 	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(), OverLimit: f.push.overLimit.Load(),
 		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load(), NearChecked: f.push.nearChecked.Load(),
-		ResidentReads: f.push.residentReads.Load()}
+		ResidentReads: f.push.residentReads.Load(), Records: f.push.records.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with
@@ -54,8 +57,18 @@ func (f *FS) PushStats() PushStats {
 // reads them with no request to cassfs. It reports whether the sample's blob is there now.
 // A push the kernel cannot take costs one system call and is counted; the sample is then
 // served by READs as without pushing. A resident sample (pushed or read whole before, with
-// no sign since that its pages are gone) is not pushed again. data is not kept.
+// no sign since that its pages are gone) is not pushed again. data is not kept. The bytes
+// also go into the record files the kernel knows that hold the sample (records.go).
 func (f *FS) Push(i uint32, data []byte) bool {
+	rec := f.pushRecords(i, data)
+	if rec && !f.known.Has(i) {
+		return true // read as a record only: no sample file to push to
+	}
+	return f.pushFile(i, data) || rec
+}
+
+// pushFile is Push into the sample's own file.
+func (f *FS) pushFile(i uint32, data []byte) bool {
 	s := f.server.Load()
 	if s == nil || !f.known.Has(i) {
 		f.push.unknown.Add(1)
@@ -110,6 +123,9 @@ func (f *FS) Push(i uint32, data []byte) bool {
 // read and a counter: the cache asks it under its lock, and a warm epoch then costs no
 // goroutine per sample to learn that there is nothing to push.
 func (f *FS) SkipPush(i uint32) bool {
+	if f.tars.n.Load() > 0 {
+		return false // a record file may want it: its pages are not the sample file's
+	}
 	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {
 		return false
 	}

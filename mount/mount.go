@@ -234,6 +234,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		EpochViews: o.EpochViews,
 		Mode:       o.Order,
 		Arrived:    m.cache.Has,
+		ShardBytes: o.RecordShardBytes,
 	}
 	switch {
 	case co.Push != nil:
@@ -255,7 +256,7 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 		vc.Progress = m.prefetcher
 	}
 	m.metrics.watch(m.cache, m.prefetcher)
-	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log}
+	fc := cfs.Config{Views: view.New(vc), EpochsListed: o.EpochsListed, Blobs: m.cache, Logger: log, Peek: m.cache.Peek}
 	if co.Push != nil {
 		// Names are looked up (and class directories listed) ahead of the readers over
 		// every sample at hand (vc.Arrived): a file the page cache has needs no push

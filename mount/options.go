@@ -28,13 +28,16 @@ type Options struct {
 	PrefetchInFlight int
 	// BlockSamples (--block-samples) is the most samples the prefetcher asks the database
 	// for in one request (package prefetch, "Blocks"; 0 or 1: one request per sample).
-	BlockSamples  int
-	Order         view.Mode // --order: arrival or strict binding of names
-	MaxBackground int       // --max-background: the kernel's limit on concurrent reads
-	AllowOther    bool      // --allow-other
-	Pprof         bool      // --pprof: serve Go's profiler beside the metrics
-	DebugFUSE     bool      // --debug-fuse: log every FUSE request (to the mount's logger)
-	Splits        string    // --splits: stored splits shown beside "all" (* for all)
+	BlockSamples int
+	// RecordShardBytes (--record-shard-size) is the size each shard of an epoch's record
+	// view (epoch-N.wds/) aims at.
+	RecordShardBytes int64
+	Order            view.Mode // --order: arrival or strict binding of names
+	MaxBackground    int       // --max-background: the kernel's limit on concurrent reads
+	AllowOther       bool      // --allow-other
+	Pprof            bool      // --pprof: serve Go's profiler beside the metrics
+	DebugFUSE        bool      // --debug-fuse: log every FUSE request (to the mount's logger)
+	Splits           string    // --splits: stored splits shown beside "all" (* for all)
 	// ScanIndex (--scan-index) builds the index by scanning the samples even if the
 	// dataset has a current index snapshot (index.Read).
 	ScanIndex bool
@@ -68,6 +71,7 @@ func Defaults() Options {
 		Prefetch:         8192,
 		PrefetchInFlight: 1024,
 		BlockSamples:     DefaultBlockSamples,
+		RecordShardBytes: view.DefaultShardBytes,
 		Order:            view.Arrival,
 		MaxBackground:    128,
 		Splits:           "*",
@@ -81,6 +85,10 @@ func Defaults() Options {
 // DefaultBlockSamples is the default of --block-samples: see package prefetch, "Blocks",
 // for the measurements it was chosen by.
 const DefaultBlockSamples = 16
+
+// maxShardBytes bounds --record-shard-size: a larger shard gives a loader's workers too
+// few to share, and no reader wants a tar that size.
+const maxShardBytes = 64 << 30
 
 // OptionError is an option out of its range: the caller's mistake, not the system's.
 type OptionError struct{ Err error }
@@ -98,6 +106,8 @@ func (o *Options) Check() error {
 		return bad(errors.New("--epochs-listed, --prefetch and --look-ahead must be >= 0"))
 	case o.BlockSamples < 0:
 		return bad(fmt.Errorf("--block-samples must be 0 or more (0 or 1: one request per sample), got %d", o.BlockSamples))
+	case o.RecordShardBytes < view.MinShardBytes || o.RecordShardBytes > maxShardBytes:
+		return bad(fmt.Errorf("--record-shard-size must be between 1MiB and 64GiB (a tar of WebDataset samples; 100MB to 1GB is usual), got %d bytes", o.RecordShardBytes))
 	case o.EpochViews <= 0 || o.MaxBackground <= 0 || o.PrefetchInFlight <= 0:
 		return bad(errors.New("--epoch-views, --max-background and --prefetch-in-flight must be positive"))
 	case o.CacheDir != "" && (o.CacheDirBytes <= 0 || o.CacheDirBytes > 1<<62):

@@ -62,6 +62,8 @@ var OptionsInfo = []OptionInfo{
 		intOption(func(o *Options) *int { return &o.PrefetchInFlight })},
 	{"block-samples", "most samples the prefetcher asks the database for in one request (a block; each block goes to a node holding all its samples, bounded at 4 MiB by the samples' sizes); a reader waiting for a sample asks for it alone, and for a sample of a block not answered within --speculative-after (or 1 s) alone as well; 0 or 1: one request per sample", true,
 		intOption(func(o *Options) *int { return &o.BlockSamples })},
+	{"record-shard-size", "size each tar of an epoch's record view (<split>/epoch-N.wds/shard-K.tar, WebDataset samples in the epoch's order) aims at: every shard of a split holds the same number of samples, this size over the split's mean sample (e.g. 64MiB, 1GiB)", true,
+		func(o *Options) pflag.Value { return &sizeValue{int: &o.RecordShardBytes} }},
 	{"max-background", "kernel's limit on concurrent reads to cassfs", true, intOption(func(o *Options) *int { return &o.MaxBackground })},
 	{"pprof", "also serve Go's profiler at /debug/pprof/ on --metrics-addr and the control socket (e.g. go tool pprof http://127.0.0.1:9108/debug/pprof/profile?seconds=10)", false,
 		boolOption(func(o *Options) *bool { return &o.Pprof })},

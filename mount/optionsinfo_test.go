@@ -82,7 +82,7 @@ func TestOptionsInfo(t *testing.T) {
 	// One value per option, set by flag and by attribute.
 	values := map[string]string{
 		"seed": "7", "epochs-listed": "3", "epoch-views": "2", "cache-size": "2GiB", "cache-dir": "/c", "cache-dir-size": "10GiB",
-		"prefetch": "100", "order": "strict", "prefetch-in-flight": "64", "block-samples": "8", "max-background": "12", "pprof": "true",
+		"prefetch": "100", "order": "strict", "prefetch-in-flight": "64", "block-samples": "8", "record-shard-size": "64MiB", "max-background": "12", "pprof": "true",
 		"allow-other": "true", "debug-fuse": "true", "scan-index": "true", "splits": "train", "shard": "1/4",
 		"speculative-after": "250ms", "shard-pad": "true", "look-ahead": "0", "push": "false", "stream-names": "true",
 	}

@@ -65,3 +65,15 @@ func (c *Cache) forgetAhead() {
 	defer c.mu.Unlock()
 	clear(c.ahead)
 }
+
+// Peek returns sample i's blob if it is in memory, and changes nothing: neither reads nor
+// eviction hear of it. Package fs asks it for the neighbours of a blob it pushes into a
+// record file (a page two samples share is pushed once both are there).
+func (c *Cache) Peek(i uint32) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.fresh.Peek(i); ok {
+		return d, true
+	}
+	return c.used.peek(i)
+}

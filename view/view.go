@@ -72,6 +72,7 @@ import (
 	"path"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cassfs/cassfs/index"
 	"github.com/cassfs/cassfs/internal/bitset"
@@ -140,8 +141,12 @@ type Config struct {
 	// Arrived reports whether sample i's blob is at hand (the cache has it); required for
 	// Arrival.
 	Arrived func(i uint32) bool
-	// Progress, if set, is told of every lookup of a sample in an epoch view.
+	// Progress, if set, is told of every lookup of a sample in an epoch view, and of the
+	// samples passed in each shard of a record view.
 	Progress Progress
+	// ShardBytes is the size a shard of a record view aims at (default DefaultShardBytes;
+	// see records.go).
+	ShardBytes int64
 }
 
 // Key names one epoch view: epoch Epoch of split Split, rank Shard's part of it (the zero
@@ -167,6 +172,7 @@ type Set struct {
 	limit   int                                // EpochViews × the dataset's samples
 	streams *simplelru.LRU[streamKey, *Stream] // guarded by mu: the streams of recent keys (maxStreams)
 	tables  map[string]*Table                  // guarded by mu: samples.csv by split, made on first use
+	modTime time.Time                          // of every entry, and of record files' members
 }
 
 // slot holds one view, computed once by whoever asks first.
@@ -193,6 +199,9 @@ func New(cfg Config) *Set {
 	if cfg.EpochViews <= 0 {
 		cfg.EpochViews = 4
 	}
+	if cfg.ShardBytes <= 0 {
+		cfg.ShardBytes = DefaultShardBytes
+	}
 	streams, _ := simplelru.NewLRU[streamKey, *Stream](maxStreams, nil)
 	s := &Set{
 		cfg:        cfg,
@@ -202,6 +211,7 @@ func New(cfg Config) *Set {
 		limit:      cfg.EpochViews * max(cfg.Index.Len(), 1),
 		streams:    streams,
 		binding:    strictBinding{},
+		modTime:    time.Now().Truncate(time.Second),
 	}
 	// The count bound is loose: the weight (positions) is what evicts (Set.Epoch), and
 	// every view leaving, for either reason, takes its weight with it.
@@ -457,4 +467,7 @@ type Epoch struct {
 
 	bindOnce sync.Once
 	bound    *arrivalState // arrival bindings, made on first use
+
+	recOnce sync.Once
+	rec     *Records // the record view, made on first use
 }

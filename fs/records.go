@@ -1,0 +1,334 @@
+package fs
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cassfs/cassfs/view"
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// The record view's files (view/records.go lays them out): epoch-N.wds/ holds each shard's
+// tar and DALI index. An index is generated like file_list.txt. A tar's READ is rendered
+// from the blobs of the samples it covers, fetched together through the cache. Its bytes
+// are also pushed into the tar's page cache as blobs arrive (with MountOptions.Push): a
+// prefetched blob's whole pages go at once, and a page two samples share goes with
+// whichever of them arrives second (the kernel takes a stored page as up to date only when
+// the notification covers it whole: fuse_notify_store, fs/fuse/dev.c), so a reader that
+// keeps behind the prefetcher reads from the page cache.
+//
+// Readers then send nothing, and the prefetcher, which follows each shard's readers,
+// would hear nothing: so the page where every probeEvery-th sample of a shard starts is
+// never pushed. Its READ (a page, the rest of the readahead around it being cached) says
+// how far the readers got; it counts the samples before it as read (Config.Looked: their
+// pushed blobs count as read by the cache) and moves the shard's stream on.
+
+// probeEvery is how often a shard's sample leaves its first page to a READ: one READ per
+// probeEvery samples tells the prefetcher where the readers are (see above). A reader
+// about a window ahead of the prefetcher at every probe is never starved.
+const probeEvery = 8
+
+// recordsDir is an epoch's record view: epoch-N.wds/.
+type recordsDir struct {
+	dirNode
+	key view.Key
+}
+
+var (
+	_ gofs.NodeLookuper       = (*recordsDir)(nil)
+	_ gofs.NodeOpendirHandler = (*recordsDir)(nil)
+	_ gofs.NodeGetattrer      = (*recordsDir)(nil)
+)
+
+func (d *recordsDir) records() *view.Records { return d.fs.views.Epoch(d.key).Records() }
+
+func (d *recordsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	r := d.records()
+	k, index, ok := view.ParseShardFileName(name, r.Len())
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	sh := r.Shard(k)
+	if index {
+		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
+			return &genFile{fs: d.fs, size: func() int64 { return int64(len(sh.Index())) },
+				read: func(off int64, n int) []byte { return sliceAt(sh.Index(), off, n) }}
+		}), 0
+	}
+	return d.fs.lookupTar(ctx, d.EmbeddedInode(), name, sh, out), 0
+}
+
+// sliceAt is b's bytes [off, off+n), clamped to b.
+func sliceAt(b []byte, off int64, n int) []byte {
+	if off >= int64(len(b)) {
+		return nil
+	}
+	return b[off:min(off+int64(n), int64(len(b)))]
+}
+
+func (d *recordsDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	n := d.records().Len()
+	// shard-K.idx sorts before shard-K.tar.
+	return openListing(2*n, func(e int) fuse.DirEntry {
+		return fuse.DirEntry{Name: view.ShardFileName(e/2, n, e%2 == 0), Mode: syscall.S_IFREG}
+	})
+}
+
+// tarFile is one shard's tar.
+type tarFile struct {
+	gofs.Inode
+	fs  *FS
+	sh  *view.RecordShard
+	ino uint64
+	pos map[uint32]int // sample → its index in the shard, for pushes
+}
+
+var (
+	_ gofs.NodeGetattrer   = (*tarFile)(nil)
+	_ gofs.NodeOpener      = (*tarFile)(nil)
+	_ gofs.NodeReader      = (*tarFile)(nil)
+	_ gofs.NodeOnForgetter = (*tarFile)(nil)
+)
+
+// lookupTar returns parent's tar file called name, showing sh, made on first lookup. The
+// kernel knows it from then on, until it forgets it: pushes go to the tars it knows.
+func (f *FS) lookupTar(ctx context.Context, parent *gofs.Inode, name string, sh *view.RecordShard, out *fuse.EntryOut) *gofs.Inode {
+	if ch := parent.GetChild(name); ch != nil {
+		ch.Operations().(*tarFile).attr(&out.Attr)
+		out.Ino = ch.StableAttr().Ino
+		return ch
+	}
+	t := &tarFile{fs: f, sh: sh, pos: make(map[uint32]int, sh.Len())}
+	for j := range sh.Len() {
+		t.pos[sh.Sample(j)] = j
+	}
+	ch := parent.NewInode(ctx, t, gofs.StableAttr{Mode: syscall.S_IFREG})
+	t.ino = ch.StableAttr().Ino
+	t.attr(&out.Attr)
+	out.Ino = t.ino
+	f.tars.add(t)
+	return ch
+}
+
+func (t *tarFile) attr(a *fuse.Attr) {
+	size := uint64(t.sh.Size())
+	a.Mode = syscall.S_IFREG | 0o444
+	a.Size = size
+	a.Blocks = (size + 511) / 512
+	a.Blksize = 1 << 17
+	a.Nlink = 1
+	t.fs.times(a)
+}
+
+func (t *tarFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	t.attr(&out.Attr)
+	out.Ino = t.ino
+	return 0
+}
+
+// Open answers as a generated file does (genFile.Open): ENOSYS, so the kernel keeps the
+// tar's page cache across opens, pushed pages included.
+func (t *tarFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if t.fs.passthrough.Load() {
+		return nil, fuse.FOPEN_KEEP_CACHE, 0
+	}
+	return nil, 0, syscall.ENOSYS
+}
+
+// OnForget: the kernel forgot the tar, and pushes to it would be refused.
+func (t *tarFile) OnForget() { t.fs.tars.remove(t) }
+
+func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	sh := t.sh
+	size := sh.Size()
+	if off >= size {
+		return fuse.ReadResultData(nil), 0
+	}
+	end := min(off+int64(len(dest)), size)
+	first, last := sh.Find(off), min(sh.Find(end-1), sh.Len()-1)
+	blobs, failed, err := t.fs.recordBlobs(ctx, sh, first, last)
+	if err != nil {
+		return nil, t.fs.errno("read", sh.Sample(failed), err)
+	}
+	buf := dest[:end-off]
+	if err := sh.ReadAt(buf, off, func(j int) ([]byte, error) { return blobs[j-first], nil }); err != nil {
+		return nil, t.fs.errno("read", sh.Sample(first), err)
+	}
+	t.fs.served(off, end)
+	from, to := sh.Reading(sh.Find(end - 1))
+	if looked := t.fs.cfg.Looked; looked != nil {
+		for j := from; j < to; j++ {
+			looked(sh.Sample(j))
+		}
+	}
+	return fuse.ReadResultData(buf), 0
+}
+
+// recordBlobs gets the blobs of samples first..last of sh (none if last < first), all at
+// once: a READ that spans several samples waits for the slowest, not for their sum. On
+// failure it returns the index of a sample that failed.
+func (f *FS) recordBlobs(ctx context.Context, sh *view.RecordShard, first, last int) ([][]byte, int, error) {
+	if last < first {
+		return nil, 0, nil
+	}
+	blobs := make([][]byte, last-first+1)
+	errs := make([]error, len(blobs))
+	if len(blobs) == 1 {
+		blobs[0], errs[0] = f.cfg.Blobs.Get(ctx, sh.Sample(first))
+	} else {
+		var wg sync.WaitGroup
+		for k := range blobs {
+			wg.Go(func() { blobs[k], errs[k] = f.cfg.Blobs.Get(ctx, sh.Sample(first+k)) })
+		}
+		wg.Wait()
+	}
+	for k, err := range errs {
+		if err != nil {
+			return nil, first + k, err
+		}
+	}
+	return blobs, 0, nil
+}
+
+// tarSet is the tars the kernel knows: where arriving blobs are pushed.
+type tarSet struct {
+	n     atomic.Int32 // len(byIno), read without mu
+	mu    sync.Mutex
+	byIno map[uint64]*tarFile // guarded by mu
+}
+
+func (s *tarSet) add(t *tarFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byIno == nil {
+		s.byIno = map[uint64]*tarFile{}
+	}
+	s.byIno[t.ino] = t
+	s.n.Store(int32(len(s.byIno)))
+}
+
+func (s *tarSet) remove(t *tarFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byIno, t.ino)
+	s.n.Store(int32(len(s.byIno)))
+}
+
+// holding lists the tars that hold sample i, with its index in each.
+func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
+	if s.n.Load() == 0 {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.byIno {
+		if j, ok := t.pos[i]; ok {
+			tars = append(tars, t)
+			at = append(at, j)
+		}
+	}
+	return tars, at
+}
+
+// pushRecords pushes sample i's bytes into the page cache of every tar the kernel knows
+// that holds it, and reports whether any took them.
+func (f *FS) pushRecords(i uint32, data []byte) bool {
+	tars, at := f.tars.holding(i)
+	pushed := false
+	for k, t := range tars {
+		pushed = f.pushTar(t, at[k], data) || pushed
+	}
+	return pushed
+}
+
+// pushTar pushes the pages of t that sample j's bytes complete: its own whole pages, and
+// a page shared with a neighbour whose blob the cache holds (Config.Peek). The first page
+// of every probeEvery-th sample is left to its READ.
+func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
+	s := f.server.Load()
+	if s == nil {
+		return false
+	}
+	sh := t.sh
+	page := int64(os.Getpagesize())
+	start, end := sh.Start(j), sh.Start(j+1)
+	if j == sh.Len()-1 {
+		end = sh.Size() // the end blocks go with the last sample
+	}
+	blobs := map[int][]byte{j: data}
+	held := func(k int) bool {
+		if f.cfg.Peek == nil {
+			return false
+		}
+		b, ok := f.cfg.Peek(sh.Sample(k))
+		blobs[k] = b
+		return ok
+	}
+	lo := start &^ (page - 1)
+	for k := j - 1; lo < start && k >= 0 && sh.Start(k+1) > lo; k-- {
+		if !held(k) {
+			lo += page
+			break
+		}
+	}
+	hi := min((end+page-1)&^(page-1), sh.Size())
+	for k := j + 1; hi > end && k < sh.Len() && sh.Start(k) < hi; k++ {
+		if !held(k) {
+			hi = end &^ (page - 1)
+			break
+		}
+	}
+	if lo >= hi {
+		return false
+	}
+	if f.cfg.PushRoom != nil && !f.cfg.PushRoom(hi-lo) {
+		f.push.overLimit.Add(1)
+		return false
+	}
+	buf := make([]byte, hi-lo)
+	if err := sh.ReadAt(buf, lo, func(k int) ([]byte, error) { return blobs[k], nil }); err != nil {
+		f.push.failed.Add(1)
+		return false
+	}
+	// The pages [lo, hi) less the probes' first pages, in runs.
+	pushed := false
+	from := lo
+	flush := func(to int64) bool {
+		if from >= to {
+			return true
+		}
+		st := s.InodeNotifyStoreCache(t.ino, from, buf[from-lo:to-lo])
+		if st != fuse.OK {
+			if st == fuse.ENOENT {
+				f.push.unknown.Add(1)
+			} else {
+				f.push.failed.Add(1)
+			}
+			return false
+		}
+		pushed = true
+		f.push.bytes.Add(to - from)
+		return true
+	}
+	for k := sh.Find(lo); k < sh.Len() && sh.Start(k) < hi; k++ {
+		if k%probeEvery != 0 {
+			continue
+		}
+		p := sh.Start(k) &^ (page - 1)
+		if p < lo || p >= hi {
+			continue
+		}
+		if !flush(p) {
+			return pushed
+		}
+		from = max(from, p+page)
+	}
+	if flush(hi) && pushed {
+		f.push.records.Add(1)
+	}
+	return pushed
+}

@@ -1,0 +1,234 @@
+package fs_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	cfs "github.com/cassfs/cassfs/fs"
+	"github.com/cassfs/cassfs/internal/testkit"
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+	"github.com/cassfs/cassfs/store"
+	"github.com/cassfs/cassfs/store/memstore"
+	"github.com/cassfs/cassfs/view"
+	"github.com/google/uuid"
+)
+
+// recordMount mounts f with a prefetcher and pushing, as cassfs mount does, record shards
+// of about shardBytes.
+func recordMount(t *testing.T, f *fixture, shardBytes int64) (string, *cfs.FS) {
+	t.Helper()
+	var fsys *cfs.FS
+	n := f.ix.Len()
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
+		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
+	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
+	t.Cleanup(p.Close)
+	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, shardBytes: shardBytes, config: func(c *cfs.Config) {
+		c.Looked, c.Held, c.Peek = cache.Looked, cache.Has, cache.Peek
+	}})
+	return mnt, fsys
+}
+
+// TestRecordViewIsTheEpochAsTars: epoch-N.wds lists a tar and an index per shard; read
+// with archive/tar, the shards hold every sample of the epoch once, in the order of its
+// file_list.txt, each as its bytes, its label and its JSON under its position; the index
+// gives each member's data offset and size; two epochs differ in order.
+func TestRecordViewIsTheEpochAsTars(t *testing.T) {
+	f := newFixtureMeta(t, 60, classes, memstore.Options{}, []string{"patient_id"}, func(i int) map[string]string {
+		return map[string]string{"patient_id": "p" + strconv.Itoa(i%7)}
+	})
+	mnt, _ := recordMount(t, f, 16<<10)
+	orders := map[string][]string{}
+	for _, epoch := range []string{"1", "2"} {
+		dir := filepath.Join(mnt, "all", "epoch-"+epoch+".wds")
+		names, _ := readNames(t, dir)
+		if len(names) < 6 || len(names)%2 != 0 || names[0] != "shard-00000.idx" || names[1] != "shard-00000.tar" {
+			t.Fatalf("%s lists %q", dir, names)
+		}
+		var keys []string
+		for k := 0; k < len(names); k += 2 {
+			tarPath := filepath.Join(dir, names[k+1])
+			data := testkit.Must(os.ReadFile(tarPath))(t)
+			if fi := testkit.Must(os.Stat(tarPath))(t); fi.Size() != int64(len(data)) {
+				t.Fatalf("%s: stat says %d bytes, read %d", tarPath, fi.Size(), len(data))
+			}
+			keys = append(keys, checkShard(t, f, data, testkit.Must(os.ReadFile(filepath.Join(dir, names[k])))(t))...)
+		}
+		// The file list names each position's sample: the tars' keys follow it.
+		list := testkit.Must(os.ReadFile(filepath.Join(mnt, "all", "epoch-"+epoch, "file_list.txt")))(t)
+		var want []string
+		for line := range strings.Lines(string(list)) {
+			line = strings.TrimSpace(line)
+			entry := line[:strings.LastIndexByte(line, ' ')]
+			class, file, _ := strings.Cut(entry, "/")
+			pos, name, _ := strings.Cut(file, "_")
+			want = append(want, pos+" "+class+"/"+name)
+		}
+		if strings.Join(keys, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("epoch %s's shards hold\n%.200s\nwant the file list's\n%.200s", epoch, strings.Join(keys, "\n"), strings.Join(want, "\n"))
+		}
+		orders[epoch] = keys
+	}
+	if strings.Join(orders["1"], ",") == strings.Join(orders["2"], ",") {
+		t.Error("epochs 1 and 2 have the same order")
+	}
+	for _, bad := range []string{"shard-99999.tar", "shard-0.tar", "x.tar"} {
+		if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-1.wds", bad)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stat epoch-1.wds/%s: %v, want ENOENT", bad, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-1@3.wds")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stat epoch-1@3.wds: %v, want ENOENT (no record view of a resumed epoch)", err)
+	}
+}
+
+// checkShard reads one tar and checks each sample's members against the store and the
+// index file; it returns "<key> <path>" for each sample in the tar's order.
+func checkShard(t *testing.T, f *fixture, data, idx []byte) (keys []string) {
+	t.Helper()
+	r := tar.NewReader(bytes.NewReader(data))
+	lines := strings.Split(strings.TrimSuffix(string(idx), "\n"), "\n")
+	var members []string // "<ext> <offset> <size> <name>" as the index gives them
+	for _, l := range lines[1:] {
+		fields := strings.Fields(l)
+		for k := 0; k+4 <= len(fields); k += 4 {
+			members = append(members, strings.Join(fields[k:k+4], " "))
+		}
+	}
+	var pos int64
+	var cur struct {
+		key, path string
+		label     int
+	}
+	m := 0
+	for {
+		h, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		testkit.Check(t, err)
+		body := testkit.Must(io.ReadAll(r))(t)
+		key, ext, _ := strings.Cut(h.Name, ".")
+		if m >= len(members) || members[m] != fmt.Sprintf("%s %d %d %s", ext, pos+512, h.Size, h.Name) {
+			t.Fatalf("member %s at %d (%d bytes): the index says %q", h.Name, pos+512, h.Size, members[min(m, len(members)-1)])
+		}
+		m++
+		pos += 512 + (h.Size+511)/512*512
+		switch ext {
+		case "cls":
+			cur.label = testkit.Must(strconv.Atoi(string(body)))(t)
+		case "json":
+			var meta map[string]any
+			testkit.Check(t, json.Unmarshal(body, &meta))
+			cur.path = meta["name"].(string)
+			i, ok := f.ix.Find(uuid.MustParse(meta["uuid"].(string)))
+			if !ok || f.ix.Path(i) != cur.path || int(meta["label"].(float64)) != cur.label || f.ix.Label(i) != cur.label {
+				t.Fatalf("%s: %s does not describe the sample (label %d)", h.Name, body, cur.label)
+			}
+			if c, ok := f.ix.Column("patient_id"); ok {
+				if v, _ := f.ix.Meta(i, c); meta["patient_id"] != string(v) {
+					t.Fatalf("%s: %s, want patient_id %q", h.Name, body, v)
+				}
+			}
+			keys = append(keys, key+" "+cur.path)
+		default:
+			cur.key = key
+			if !bytes.Contains(body, []byte(ext)) || len(body) == 0 {
+				t.Fatalf("%s: %.20q", h.Name, body)
+			}
+			// The blob is its name repeated: the name it had at ingest.
+			name := string(body[:bytes.IndexByte(body, '.')+len(ext)+1])
+			if !bytes.Equal(body, f.blobs[name]) {
+				t.Fatalf("%s is not the bytes of %s", h.Name, name)
+			}
+		}
+	}
+	if len(lines) != len(keys)+1 || lines[0] != "v1.2 "+strconv.Itoa(len(keys)) || m != len(members) {
+		t.Fatalf("index %q... for %d samples, %d members of %d", lines[0], len(keys), m, len(members))
+	}
+	return keys
+}
+
+// TestRecordBytesArePushedAhead: once a reader starts a shard, the prefetcher follows it
+// and the blobs it brings go into the tar's page cache: the whole shard then reads with a
+// READ per probe (one sample in probeEvery), its bytes those archive/tar would write.
+func TestRecordBytesArePushedAhead(t *testing.T) {
+	f := newFixtureSized(t, 48, classes, memstore.Options{}, nil, nil, func(i int) int { return 2000 + 37*i })
+	mnt, fsys := recordMount(t, f, 1<<20)
+	path := filepath.Join(mnt, "all", "epoch-0.wds", "shard-00000.tar")
+	fl := testkit.Must(os.Open(path))(t)
+	defer fl.Close()
+	size := testkit.Must(fl.Stat())(t).Size()
+	var idxSamples int
+	fmt.Sscanf(string(testkit.Must(os.ReadFile(strings.TrimSuffix(path, ".tar")+".idx"))(t)), "v1.2 %d", &idxSamples)
+	if idxSamples < 16 {
+		t.Fatalf("shard 0 holds %d samples; the test wants several probes", idxSamples)
+	}
+	// The first page starts the shard's stream.
+	testkit.Must(fl.ReadAt(make([]byte, 4096), 0))(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for fsys.PushStats().Records < int64(idxSamples)-1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	reads := func() int64 { return fsys.RequestStats()["read"] }
+	before := reads()
+	got := testkit.Must(io.ReadAll(bufio.NewReaderSize(fl, 1<<16)))(t)
+	probes := int64((idxSamples + 7) / 8)
+	if n := reads() - before; n > probes+1 {
+		t.Errorf("reading a %d-byte shard of %d samples pushed ahead sent %d READs, want at most %d (its probes); push stats %+v",
+			size, idxSamples, n, probes+1, fsys.PushStats())
+	}
+	if int64(len(got)) != size {
+		t.Fatalf("read %d bytes of %d", len(got), size)
+	}
+	checkShard(t, f, got, testkit.Must(os.ReadFile(strings.TrimSuffix(path, ".tar")+".idx"))(t))
+}
+
+// TestRecordReadOfAMissingBlobFails: a READ covering bytes of a blob the store cannot
+// give (missing, or corrupt: both fail the fetch) fails with EIO; the tar's other ranges
+// read, and the index needs no blob.
+func TestRecordReadOfAMissingBlobFails(t *testing.T) {
+	var bad atomic.Pointer[uuid.UUID]
+	f := newFixtureSized(t, 30, classes, memstore.Options{FailGet: func(id uuid.UUID) error {
+		if b := bad.Load(); b != nil && *b == id {
+			return fmt.Errorf("blob of %s: %w", id, store.ErrCorrupt)
+		}
+		return nil
+	}}, nil, nil, func(i int) int { return 600 })
+	// The layout the mount shows (same seed, same shard size), to find the tenth sample.
+	sh := view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}, ShardBytes: 1 << 20}).
+		Epoch(view.Key{Split: "all"}).Records().Shard(0)
+	id := f.ix.ID(sh.Sample(9))
+	bad.Store(&id)
+	mnt, _ := recordMount(t, f, 1<<20)
+	fl := testkit.Must(os.Open(filepath.Join(mnt, "all", "epoch-0.wds", "shard-00000.tar")))(t)
+	defer fl.Close()
+	start, end := sh.Start(9), sh.Start(10)
+	buf := make([]byte, end-start)
+	if _, err := fl.ReadAt(buf, start); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("a read of the bytes of a sample the store fails: %v, want EIO", err)
+	}
+	if _, err := fl.ReadAt(make([]byte, 4096), 0); err != nil {
+		t.Fatalf("a read of the tar's first page: %v", err)
+	}
+	if _, err := fl.ReadAt(make([]byte, 512), sh.Start(sh.Len()-1)); err != nil {
+		t.Fatalf("a read of the last sample's header: %v", err)
+	}
+	if _, err := os.ReadFile(filepath.Join(mnt, "all", "epoch-0.wds", "shard-00000.idx")); err != nil {
+		t.Fatalf("the index: %v", err)
+	}
+}

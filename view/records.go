@@ -1,0 +1,436 @@
+package view
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cassfs/cassfs/prefetch"
+	"github.com/cassfs/cassfs/splits"
+)
+
+// The record view: beside epoch-N/, epoch-N.wds/ shows the same epoch view as WebDataset
+// shards, tar files whose members follow the epoch's order. Readers of record files (DALI's
+// fn.readers.webdataset, the webdataset package) then read a full reshuffle every epoch
+// with no conversion and no shuffle buffer.
+//
+//	epoch-N.wds/
+//	  shard-00000.tar   positions 0 .. per-1 of the epoch view, in order
+//	  shard-00000.idx   its DALI index (the format wds2idx writes)
+//	  shard-00001.tar   positions per .. 2·per-1, ...
+//
+// Each sample is the members that share its key, its position in the epoch zero-padded as
+// in entry names: KEY.<ext> (the stored bytes; ext is the extension of its file name),
+// KEY.cls (the label, decimal), KEY.json (uuid, label, class, name and every metadata
+// column it has a value in) and, with targets, KEY.target.<ext> (the target's bytes).
+//
+// Every byte is a function of the index: a member's header is what archive/tar writes for
+// it (ustar, mode 0444, the mount's time), its data padded to 512 bytes, and the archive
+// ends with the two zero blocks archive/tar's Close writes. So sizes, offsets and the index
+// files are known before any blob arrives, and ReadAt returns for any range exactly what
+// archive/tar would write for those samples in that order. Sizes are kept in 32 bits by
+// the index, far below the 8 GiB a ustar member holds, and names are short, so ustar
+// always fits.
+//
+// A shard holds per samples, the same number in every shard of a split but the last:
+// Config.ShardBytes divided by the split's mean bytes per sample, so shards weigh about
+// ShardBytes each and readers that split shards between them (DALI's num_shards, a
+// DataLoader's workers) get even shares. Records of resumed views (epoch-N@K) are not
+// shown: a reader resuming records restarts at a shard. Names are bound strictly: a
+// position shows the sample the permutation puts there, whatever the mount's binding, since
+// its offset depends on the sizes before it.
+//
+// Each shard read is a prefetch stream of its own (its positions in every epoch, recordStream):
+// readers of several shards at once are followed each in their shard. Package fs reports
+// how far each shard was read (RecordShard.Reading).
+
+// RecordsSuffix names the record view of an epoch: epoch-N.wds beside epoch-N.
+const RecordsSuffix = ".wds"
+
+// DefaultShardBytes is the default size of a shard: the low end of WebDataset's guidance
+// (100 MB–1 GB), so a split of a few GB makes shards enough for 8–16 loader workers.
+const DefaultShardBytes = 128 << 20
+
+// MinShardBytes is the smallest shard size accepted (Config.ShardBytes).
+const MinShardBytes = 1 << 20
+
+// tarBlock is the tar format's block: headers are one, data is padded to a multiple.
+const tarBlock = 512
+
+// RecordsKeyIn resolves the name of an epoch's record view in a shard directory of split
+// (a view of shard sh): "epoch-<N>.wds".
+func (s *Set) RecordsKeyIn(split string, sh splits.Shard, name string) (Key, bool) {
+	base, ok := strings.CutSuffix(name, RecordsSuffix)
+	if !ok {
+		return Key{}, false
+	}
+	k, ok := s.EpochKeyIn(split, sh, base)
+	if !ok || base != EpochName(k.Epoch) {
+		return Key{}, false
+	}
+	return k, true
+}
+
+// ShardFileName is the name of shard k's tar file (index: its index file) among n shards.
+func ShardFileName(k, n int, index bool) string {
+	ext := ".tar"
+	if index {
+		ext = ".idx"
+	}
+	return "shard-" + padInt(uint64(k), max(5, len(strconv.Itoa(max(n-1, 0))))) + ext
+}
+
+// ParseShardFileName is ShardFileName's inverse among n shards.
+func ParseShardFileName(name string, n int) (k int, index, ok bool) {
+	base, index := strings.CutSuffix(name, ".idx")
+	if !index {
+		if base, ok = strings.CutSuffix(name, ".tar"); !ok {
+			return 0, false, false
+		}
+	}
+	digits, ok := strings.CutPrefix(base, "shard-")
+	v, err := strconv.ParseUint(digits, 10, 32)
+	if !ok || err != nil || v >= uint64(n) || ShardFileName(int(v), n, index) != name {
+		return 0, false, false
+	}
+	return int(v), index, true
+}
+
+// Records is the record view of one epoch view: its order cut into shards.
+type Records struct {
+	e      *Epoch
+	per    int // samples per shard
+	shards []shardSlot
+}
+
+type shardSlot struct {
+	once sync.Once
+	sh   *RecordShard
+}
+
+// Records returns the record view of e, made on first use.
+func (e *Epoch) Records() *Records {
+	e.recOnce.Do(func() {
+		per := e.set.samplesPerShard(e.Key.Split)
+		n := (len(e.Order) + per - 1) / per
+		e.rec = &Records{e: e, per: per, shards: make([]shardSlot, n)}
+	})
+	return e.rec
+}
+
+// samplesPerShard is how many samples a shard of split holds: Config.ShardBytes over the
+// split's mean bytes per sample (headers and padding counted, the JSON member taken as one
+// block), at least 1. It depends on the split only, so every epoch and shard directory of
+// a split cuts its shards alike, and a shard's stream has the same length in every epoch.
+func (s *Set) samplesPerShard(split string) int {
+	sp := s.byName[split]
+	if len(sp.Members) == 0 {
+		return 1
+	}
+	var total int64
+	for _, i := range sp.Members {
+		total += 4*tarBlock + padBlock(s.ix.Size(i)) + tarBlock + tarBlock
+		if s.ix.HasTargets() {
+			total += tarBlock + padBlock(s.ix.TargetSize(i))
+		}
+	}
+	mean := max(total/int64(len(sp.Members)), 1)
+	return int(max(s.cfg.ShardBytes/mean, 1))
+}
+
+// Len is the number of shards.
+func (r *Records) Len() int { return len(r.shards) }
+
+// Shard returns shard k, laid out on first use.
+func (r *Records) Shard(k int) *RecordShard {
+	sl := &r.shards[k]
+	sl.once.Do(func() { sl.sh = r.layout(k) })
+	return sl.sh
+}
+
+// RecordShard is one tar file of a record view.
+type RecordShard struct {
+	r     *Records
+	K     int
+	first int     // index in the view's order of its first sample
+	off   []int64 // off[j]: where sample j's first header starts; off[n]: the end of its last member
+	json  []int32 // json[j]: the size of sample j's JSON member
+
+	reached atomic.Int64 // samples counted as accessed (Reading)
+	stream  *recordStream
+
+	idxOnce sync.Once
+	idx     []byte
+}
+
+func (r *Records) layout(k int) *RecordShard {
+	first := k * r.per
+	n := min(r.per, len(r.e.Order)-first)
+	sh := &RecordShard{r: r, K: k, first: first, off: make([]int64, n+1), json: make([]int32, n)}
+	ix := r.e.set.ix
+	var pos int64
+	for j := range n {
+		i := r.e.Order[first+j]
+		sh.off[j] = pos
+		sh.json[j] = int32(len(r.e.set.sampleJSON(i)))
+		pos += tarBlock + padBlock(ix.Size(i)) + tarBlock + padBlock(int64(len(strconv.Itoa(ix.Label(i))))) + tarBlock + padBlock(int64(sh.json[j]))
+		if ix.HasTargets() {
+			pos += tarBlock + padBlock(ix.TargetSize(i))
+		}
+	}
+	sh.off[n] = pos
+	e := r.e
+	name := e.stream.name + RecordsSuffix + "/" + strconv.Itoa(k)
+	sh.stream = &recordStream{set: e.set, key: e.Key, k: k, per: r.per, name: name}
+	return sh
+}
+
+func padBlock(n int64) int64 { return (n + tarBlock - 1) / tarBlock * tarBlock }
+
+// Size is the tar file's size: its members and the two zero blocks that end it.
+func (sh *RecordShard) Size() int64 { return sh.off[len(sh.off)-1] + 2*tarBlock }
+
+// Len is the number of samples in the shard.
+func (sh *RecordShard) Len() int { return len(sh.off) - 1 }
+
+// Sample is the canonical index of the shard's sample j.
+func (sh *RecordShard) Sample(j int) uint32 { return sh.r.e.Order[sh.first+j] }
+
+// Start is where sample j's first header starts (j = Len: where the end blocks start).
+func (sh *RecordShard) Start(j int) int64 { return sh.off[j] }
+
+// Find is the sample whose bytes hold offset off: Len for the end blocks (and beyond).
+func (sh *RecordShard) Find(off int64) int {
+	return sort.Search(sh.Len(), func(j int) bool { return sh.off[j+1] > off })
+}
+
+// member is one member of a sample: its name in the tar, its size and its bytes.
+type member struct {
+	name string
+	data []byte
+}
+
+// members lists sample j's members; blob is its content as the cache holds it (the blob,
+// then its target's), nil for sizes only (data then holds nil or the generated bytes).
+func (sh *RecordShard) members(j int, blob []byte) (ms [4]member, n int, sizes [4]int64) {
+	e := sh.r.e
+	ix := e.set.ix
+	i := sh.Sample(j)
+	key := padInt(uint64(e.Start)+uint64(sh.first+j), e.width)
+	size := ix.Size(i)
+	ext := strings.TrimPrefix(path.Ext(ix.Name(i)), ".")
+	if ext == "" {
+		ext = "bin"
+	}
+	var img, target []byte
+	if blob != nil {
+		img = blob[:size]
+		target = blob[size:]
+	}
+	ms[0], sizes[0] = member{key + "." + ext, img}, size
+	cls := strconv.Itoa(ix.Label(i))
+	ms[1], sizes[1] = member{key + ".cls", []byte(cls)}, int64(len(cls))
+	ms[2], sizes[2] = member{key + ".json", nil}, int64(sh.json[j])
+	n = 3
+	if ix.HasTargets() {
+		text := strings.TrimPrefix(path.Ext(ix.TargetName(i)), ".")
+		ms[3], sizes[3] = member{key + ".target." + text, target}, ix.TargetSize(i)
+		n = 4
+	}
+	return ms, n, sizes
+}
+
+// ReadAt fills dst with the tar's bytes from off on (dst must end within the file). blob
+// returns sample j's content as the cache holds it; it is asked only for samples whose
+// bytes dst covers.
+func (sh *RecordShard) ReadAt(dst []byte, off int64, blob func(j int) ([]byte, error)) error {
+	end := off + int64(len(dst))
+	for j := sh.Find(off); j < sh.Len() && sh.off[j] < end; j++ {
+		b, err := blob(j)
+		if err != nil {
+			return err
+		}
+		if err := sh.render(dst, off, j, b); err != nil {
+			return err
+		}
+	}
+	// The end blocks and the padding are zeros; dst may hold anything.
+	if tail := max(sh.off[sh.Len()], off); tail < end {
+		clear(dst[tail-off:])
+	}
+	return nil
+}
+
+// render writes the part of sample j's members that falls in dst (which holds the tar's
+// bytes from off on).
+func (sh *RecordShard) render(dst []byte, off int64, j int, blob []byte) error {
+	if want := sh.r.e.set.ix.BlobSize(sh.Sample(j)); int64(len(blob)) != want {
+		return fmt.Errorf("record view: sample #%d holds %d bytes, the index says %d", sh.Sample(j), len(blob), want)
+	}
+	ms, n, sizes := sh.members(j, blob)
+	end := off + int64(len(dst))
+	pos := sh.off[j]
+	for m := range n {
+		if pos >= end {
+			return nil
+		}
+		dataEnd := pos + tarBlock + sizes[m]
+		next := pos + tarBlock + padBlock(sizes[m])
+		if next <= off {
+			pos = next
+			continue
+		}
+		if pos+tarBlock > off {
+			copyAt(dst, off, pos, sh.r.e.set.ustarHeader(ms[m].name, sizes[m]))
+		}
+		if dataEnd > off && pos+tarBlock < end {
+			data := ms[m].data
+			if m == 2 {
+				data = sh.r.e.set.sampleJSON(sh.Sample(j))
+			}
+			copyAt(dst, off, pos+tarBlock, data)
+		}
+		if next > off && dataEnd < end {
+			lo, hi := max(dataEnd, off), min(next, end)
+			if lo < hi {
+				clear(dst[lo-off : hi-off])
+			}
+		}
+		pos = next
+	}
+	return nil
+}
+
+// copyAt copies src, which belongs at offset at of the file, into the part of dst (the
+// file's bytes from off on) it overlaps.
+func copyAt(dst []byte, off, at int64, src []byte) {
+	lo := max(at, off)
+	hi := min(at+int64(len(src)), off+int64(len(dst)))
+	if lo < hi {
+		copy(dst[lo-off:hi-off], src[lo-at:hi-at])
+	}
+}
+
+// ustarHeader is the header archive/tar writes for a regular file called name of size
+// bytes: ustar, mode 0444, owned by root, modified at the set's time.
+func (s *Set) ustarHeader(name string, size int64) []byte {
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	// WriteHeader writes the header block at once; the data is never written, and the
+	// writer is dropped unclosed.
+	if err := w.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Size: size, Mode: 0o444, ModTime: s.modTime, Format: tar.FormatUSTAR}); err != nil {
+		panic(fmt.Sprintf("record view: a ustar header for %q (%d bytes): %v", name, size, err)) // sizes and names are bounded: see the package doc
+	}
+	return b.Bytes()
+}
+
+// sampleJSON is sample i's JSON member: its id, label, class and name at ingest, then each
+// metadata column it has a value in, in the columns' order.
+func (s *Set) sampleJSON(i uint32) []byte {
+	ix := s.ix
+	b := []byte(`{"uuid":"`)
+	b = append(b, ix.ID(i).String()...)
+	b = append(b, `","label":`...)
+	b = strconv.AppendInt(b, int64(ix.Label(i)), 10)
+	b = append(b, `,"class":`...)
+	b = appendJSONString(b, ix.Labels()[ix.Label(i)])
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, ix.Path(i))
+	for c, col := range ix.Columns() {
+		if v, ok := ix.Meta(i, c); ok {
+			b = append(b, ',')
+			b = appendJSONString(b, col)
+			b = append(b, ':')
+			b = appendJSONString(b, string(v))
+		}
+	}
+	return append(b, '}')
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// Index is the shard's DALI index file: "v1.2 <samples>", then a line per sample listing,
+// for each member, its extension, the offset of its data, its size and its name (what
+// wds2idx writes for the tar).
+func (sh *RecordShard) Index() []byte {
+	sh.idxOnce.Do(func() {
+		b := []byte("v1.2 " + strconv.Itoa(sh.Len()) + "\n")
+		for j := range sh.Len() {
+			ms, n, sizes := sh.members(j, nil)
+			pos := sh.off[j]
+			for m := range n {
+				if m > 0 {
+					b = append(b, ' ')
+				}
+				name := ms[m].name
+				b = append(b, name[strings.IndexByte(name, '.')+1:]...)
+				b = append(b, ' ')
+				b = strconv.AppendInt(b, pos+tarBlock, 10)
+				b = append(b, ' ')
+				b = strconv.AppendInt(b, sizes[m], 10)
+				b = append(b, ' ')
+				b = append(b, name...)
+				pos += tarBlock + padBlock(sizes[m])
+			}
+			b = append(b, '\n')
+		}
+		sh.idx = b
+	})
+	return sh.idx
+}
+
+// Reading tells the prefetcher that readers of the shard are at its sample j (bytes of its
+// members were read; j = Len: the end blocks): the shard's stream counts samples 0..j as
+// accessed. It returns the samples newly counted, [from, to): some were read from the page
+// cache, where the daemon sees no READ.
+func (sh *RecordShard) Reading(j int) (from, to int) {
+	j = min(j+1, sh.Len())
+	for {
+		old := sh.reached.Load()
+		if int64(j) <= old {
+			return int(old), int(old)
+		}
+		if sh.reached.CompareAndSwap(old, int64(j)) {
+			if p := sh.r.e.set.cfg.Progress; p != nil {
+				p.AccessN(sh.stream, sh.r.e.N, j-int(old))
+			}
+			return int(old), j
+		}
+	}
+}
+
+// recordStream is the prefetch stream of one shard of a record view: its positions in
+// every epoch of the split (and shard directory).
+type recordStream struct {
+	set  *Set
+	key  Key
+	k    int
+	per  int
+	name string
+}
+
+var _ prefetch.Stream = (*recordStream)(nil)
+
+func (st *recordStream) Name() string { return st.name }
+
+func (st *recordStream) Order(epoch uint64) []uint32 {
+	k := st.key
+	k.Epoch = epoch
+	order := st.set.Epoch(k).Order
+	lo := min(st.k*st.per, len(order))
+	return order[lo:min(lo+st.per, len(order))]
+}
+
+// ModTime is the time of every entry of the mount, and of every member of its record files.
+func (s *Set) ModTime() time.Time { return s.modTime }
