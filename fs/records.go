@@ -81,10 +81,11 @@ func (d *recordsDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.File
 // tarFile is one shard's tar.
 type tarFile struct {
 	gofs.Inode
-	fs  *FS
-	sh  *view.RecordShard
-	ino uint64
-	pos map[uint32]int // sample → its index in the shard, for pushes
+	fs   *FS
+	sh   *view.RecordShard
+	ino  uint64
+	pos  map[uint32]int // sample → its index in the shard, for pushes
+	read atomic.Bool    // a READ came (tarSet.reading)
 }
 
 var (
@@ -144,6 +145,7 @@ func (t *tarFile) OnForget() { t.fs.tars.remove(t) }
 
 func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	sh := t.sh
+	t.fs.tars.reading(t)
 	size := sh.Size()
 	if off >= size {
 		return fuse.ReadResultData(nil), 0
@@ -199,6 +201,8 @@ type tarSet struct {
 	n     atomic.Int32 // len(byIno), read without mu
 	mu    sync.Mutex
 	byIno map[uint64]*tarFile // guarded by mu
+	// newest is the latest epoch whose tar of each shard's stream was read (guarded by mu).
+	newest map[string]uint64
 }
 
 func (s *tarSet) add(t *tarFile) {
@@ -218,7 +222,26 @@ func (s *tarSet) remove(t *tarFile) {
 	s.n.Store(int32(len(s.byIno)))
 }
 
-// holding lists the tars that hold sample i, with its index in each.
+// reading records that t's shard is being read: the same shard of earlier epochs is
+// not, and gets no pushes from now on (the kernel keeps past epochs' tars, whose pages
+// nobody reads again).
+func (s *tarSet) reading(t *tarFile) {
+	if t.read.Load() {
+		return
+	}
+	t.read.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.newest == nil {
+		s.newest = map[string]uint64{}
+	}
+	if e, ok := s.newest[t.sh.Stream()]; !ok || e < t.sh.Epoch() {
+		s.newest[t.sh.Stream()] = t.sh.Epoch()
+	}
+}
+
+// holding lists the tars that hold sample i, with its index in each, but those of epochs
+// before the newest read of their shard's stream.
 func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 	if s.n.Load() == 0 {
 		return nil, nil
@@ -226,7 +249,7 @@ func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.byIno {
-		if j, ok := t.pos[i]; ok {
+		if j, ok := t.pos[i]; ok && t.sh.Epoch() >= s.newest[t.sh.Stream()] {
 			tars = append(tars, t)
 			at = append(at, j)
 		}
@@ -289,46 +312,76 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
 		f.push.overLimit.Add(1)
 		return false
 	}
-	buf := make([]byte, hi-lo)
-	if err := sh.ReadAt(buf, lo, func(k int) ([]byte, error) { return blobs[k], nil }); err != nil {
-		f.push.failed.Add(1)
-		return false
-	}
-	// The pages [lo, hi) less the probes' first pages, in runs.
-	pushed := false
-	from := lo
-	flush := func(to int64) bool {
-		if from >= to {
-			return true
+	// The pages wholly inside the blob go from the blob itself (the kernel copies them);
+	// those with headers and the small members are rendered. Each page is in one
+	// notification, which alone marks it up to date.
+	render := func(from, to int64) []byte {
+		buf := make([]byte, to-from)
+		if err := sh.ReadAt(buf, from, func(k int) ([]byte, error) { return blobs[k], nil }); err != nil {
+			return nil
 		}
-		st := s.InodeNotifyStoreCache(t.ino, from, buf[from-lo:to-lo])
-		if st != fuse.OK {
-			if st == fuse.ENOENT {
-				f.push.unknown.Add(1)
-			} else {
-				f.push.failed.Add(1)
-			}
-			return false
-		}
-		pushed = true
-		f.push.bytes.Add(to - from)
-		return true
+		return buf
 	}
+	d := sh.DataStart(j)
+	bodyLo := max((d+page-1)&^(page-1), lo)
+	bodyHi := min((d+t.fs.ix.Size(sh.Sample(j)))&^(page-1), hi)
+	type segment struct {
+		from, to int64
+		data     []byte
+	}
+	var segs []segment
+	if bodyLo < bodyHi {
+		segs = []segment{{lo, bodyLo, nil}, {bodyLo, bodyHi, data[bodyLo-d : bodyHi-d]}, {bodyHi, hi, nil}}
+	} else {
+		segs = []segment{{lo, hi, nil}}
+	}
+	// Probes' first pages are left out.
+	var probes []int64
 	for k := sh.Find(lo); k < sh.Len() && sh.Start(k) < hi; k++ {
-		if k%probeEvery != 0 {
-			continue
+		if p := sh.Start(k) &^ (page - 1); k%probeEvery == 0 && p >= lo {
+			probes = append(probes, p)
 		}
-		p := sh.Start(k) &^ (page - 1)
-		if p < lo || p >= hi {
-			continue
-		}
-		if !flush(p) {
-			return pushed
-		}
-		from = max(from, p+page)
 	}
-	if flush(hi) && pushed {
+	pushed := false
+	for _, sg := range segs {
+		if sg.from >= sg.to {
+			continue
+		}
+		if sg.data == nil {
+			if sg.data = render(sg.from, sg.to); sg.data == nil {
+				f.push.failed.Add(1)
+				return pushed
+			}
+		}
+		from := sg.from
+		for _, p := range append(probes, sg.to) {
+			to := min(max(p, sg.from), sg.to)
+			if from < to {
+				if !f.notifyStore(s, t.ino, from, sg.data[from-sg.from:to-sg.from]) {
+					return pushed
+				}
+				pushed = true
+			}
+			from = max(from, min(p+page, sg.to))
+		}
+	}
+	if pushed {
 		f.push.records.Add(1)
 	}
 	return pushed
+}
+
+// notifyStore writes data into ino's page cache at off, and counts it.
+func (f *FS) notifyStore(s *fuse.Server, ino uint64, off int64, data []byte) bool {
+	st := s.InodeNotifyStoreCache(ino, off, data)
+	switch st {
+	case fuse.OK:
+		f.push.bytes.Add(int64(len(data)))
+		return true
+	case fuse.ENOENT:
+		f.push.unknown.Add(1)
+	default:
+		f.push.failed.Add(1)
+	}
+	return false
 }

@@ -145,8 +145,13 @@ func (c *Cache) runBlock(batch []pending) {
 	c.sent -= len(batch)
 	c.holding++
 	c.mu.Unlock()
+	push := make([]bool, len(batch))
+	var onArrive func(any, uint32, time.Duration, bool)
 	for k, p := range batch {
-		c.finish(p.i, p.cl, p.reserved, answers[k].data, answers[k].err, took)
+		push[k], onArrive = c.settle(p.i, p.cl, p.reserved, answers[k].data, answers[k].err)
+	}
+	for k, p := range batch {
+		c.handOn(p.i, p.cl, p.reserved, answers[k].data, answers[k].err, took, push[k], onArrive)
 	}
 	c.mu.Lock()
 	c.holding--

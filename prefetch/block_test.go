@@ -244,3 +244,42 @@ func TestAloneSamplesSkipBlocks(t *testing.T) {
 		t.Errorf("fetched alone %v, in blocks %v; want the even ones alone, the odd ones in blocks", alone, inBlocks)
 	}
 }
+
+// TestBlockWakesAllBeforePushing: a push of one sample of a block may wait for a reader of
+// another (a record file's READ spans several samples, and the kernel holds its pages
+// locked until it is answered), so every sample of a block is handed to its waiters before
+// the first is pushed: a push waiting for a later sample of its own block gets it at once,
+// not after BlockOptions.HedgeAfter.
+func TestBlockWakesAllBeforePushing(t *testing.T) {
+	f := &blockFetcher{}
+	var c *Cache
+	waited := make(chan time.Duration, 8)
+	c = NewCache(f, CacheOptions{MaxBytes: 1 << 20, Samples: 100, Block: BlockOptions{Samples: 4, HedgeAfter: time.Minute},
+		Push: func(i uint32, data []byte) bool {
+			if i == 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				start := time.Now()
+				if _, err := c.Get(ctx, 3); err != nil {
+					t.Errorf("a push of sample 0 waiting for sample 3 of its block: %v", err)
+				}
+				waited <- time.Since(start)
+			}
+			return true
+		}})
+	defer c.Close()
+	for i := range uint32(4) {
+		c.Prefetch(i, PrefetchOptions{Size: 100, MaxInFlight: 100})
+	}
+	select {
+	case d := <-waited:
+		if d > time.Second {
+			t.Errorf("the push of sample 0 waited %v for sample 3", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the push of sample 0 never got sample 3")
+	}
+	if b, _ := f.record(); len(b) != 1 || len(b[0]) != 4 {
+		t.Errorf("blocks %v, want one of the four samples", b)
+	}
+}

@@ -363,54 +363,6 @@ func (c *Cache) run(i uint32, cl *call, reserved int64) {
 	c.finish(i, cl, reserved, data, err, time.Since(start))
 }
 
-// finish ends the fetch of sample i (its call cl; reserved as startLocked's), which took
-// took: the blob is cached (or the error told), waiters are woken, the blob is pushed and
-// the prefetcher told.
-func (c *Cache) finish(i uint32, cl *call, reserved int64, data []byte, err error, took time.Duration) {
-	prefetch := reserved >= 0
-	c.mu.Lock()
-	delete(c.inflight, i)
-	if prefetch {
-		c.prefetches--
-		c.reserved -= reserved
-	}
-	if err != nil {
-		cl.err = &FetchError{Sample: i, Err: err}
-		c.stats.fetchErrors.Add(1)
-		// Only a failure a reader saw is remembered: that reader's kernel retries at once.
-		// A prefetch nobody waited for leaves no trace; the reader that comes for the
-		// sample later gets a fetch of its own.
-		if c.failFor > 0 && cl.demanded {
-			if len(c.failed) > 4096 {
-				clear(c.failed) // a database down for everything: forget wholesale
-			}
-			c.failed[i] = failure{cl.err, time.Now().Add(c.failFor)}
-		}
-	} else {
-		cl.data = data
-		// A blob someone waits for is consumed now; a prefetched one waits for its reader.
-		c.insertLocked(i, data, !cl.demanded)
-	}
-	push := err == nil && !cl.demanded && c.push != nil && c.fresh.Contains(i)
-	if push {
-		c.pushed[i] = struct{}{}
-	}
-	onArrive := c.onArrive
-	c.mu.Unlock()
-	if prefetch && c.shared != nil {
-		c.shared.Release() // before onArrive: the stream that issued it may issue again
-	}
-	close(cl.done)
-	if push && !c.push(i, data) {
-		c.mu.Lock()
-		delete(c.pushed, i) // its reader's READ will come: it stays fresh until then
-		c.mu.Unlock()
-	}
-	if prefetch && onArrive != nil {
-		onArrive(cl.owner, i, took, err == nil)
-	}
-}
-
 // roomFreed is told by the shared bound that a slot freed after it turned this cache away.
 func (c *Cache) roomFreed() {
 	c.mu.Lock()

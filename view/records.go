@@ -207,6 +207,9 @@ func (sh *RecordShard) Sample(j int) uint32 { return sh.r.e.Order[sh.first+j] }
 // Start is where sample j's first header starts (j = Len: where the end blocks start).
 func (sh *RecordShard) Start(j int) int64 { return sh.off[j] }
 
+// DataStart is where sample j's own bytes (its first member's data) start.
+func (sh *RecordShard) DataStart(j int) int64 { return sh.off[j] + tarBlock }
+
 // Find is the sample whose bytes hold offset off: Len for the end blocks (and beyond).
 func (sh *RecordShard) Find(off int64) int {
 	return sort.Search(sh.Len(), func(j int) bool { return sh.off[j+1] > off })
@@ -389,6 +392,13 @@ func (sh *RecordShard) Index() []byte {
 	})
 	return sh.idx
 }
+
+// Stream names the shard's prefetch stream: the same shard of every epoch of a split (or
+// shard directory).
+func (sh *RecordShard) Stream() string { return sh.stream.name }
+
+// Epoch is the shard's epoch.
+func (sh *RecordShard) Epoch() uint64 { return sh.r.e.N }
 
 // Reading tells the prefetcher that readers of the shard are at its sample j (bytes of its
 // members were read; j = Len: the end blocks): the shard's stream counts samples 0..j as

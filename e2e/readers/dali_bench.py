@@ -2,12 +2,13 @@
 
 Usage: dali_bench.py FILE_LIST [--batch-size N] [--decode]
 
-Prints one JSON object: {"images": n, "seconds": s, "batch_seconds": [...]}, the time of
-each pipeline run (one batch). Without --decode only the reader runs, so the figure is the
+Prints one JSON object: {"images": n, "seconds": s, "cpu_seconds": c, "batch_seconds": [...]},
+the time of each pipeline run (one batch) and the process's CPU time over the epoch. Without --decode only the reader runs, so the figure is the
 loading throughput, not the CPU decoder's.
 """
 import argparse
 import json
+import resource
 import sys
 import time
 
@@ -33,13 +34,16 @@ def main():
     n = p.epoch_size("reader")
     batches = -(-n // args.batch_size)
     times = []
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = prev = time.perf_counter()
     for _ in range(batches):
         p.run()
         now = time.perf_counter()
         times.append(now - prev)
         prev = now
-    json.dump({"images": n, "seconds": prev - start, "batch_seconds": times}, sys.stdout)
+    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    json.dump({"images": n, "seconds": prev - start, "cpu_seconds": cpu, "batch_seconds": times}, sys.stdout)
 
 
 if __name__ == "__main__":

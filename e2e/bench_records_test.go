@@ -1,0 +1,159 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// BenchmarkRecordView: DALI reading an epoch's record view (fn.readers.webdataset over the
+// epoch's shards with their index files) against the same tars on local disk and against
+// the file view (fn.readers.file over the epoch's file_list.txt), in one run. 4,000
+// generated ~110 KB images in 8 shards (--record-shard-size 56MB), batch 64, no decoding.
+//
+// Per pass: images/s, the reader's CPU per image (DALI's process) and the daemon's,
+// the local node's. Passes:
+//   - local-tars: epoch 1's tars copied to local disk, page cache warm (the second of two reads);
+//   - cold at 0.1 ms and at 150 ms (Toxiproxy): a fresh mount, page cache dropped, epoch 0,
+//     the record view and (another fresh mount) the file view;
+//   - warm at 0.1 ms: after the cold pass of each view, epochs 1 and 2 of the same view;
+//     the second is reported (the dataset in the daemon's memory, and for the file view the
+//     page cache holding every sample from the epoch before; a record view's tars are new
+//     files every epoch, so its pages are pushed as the blobs are brought from memory).
+//
+// Ratios: records' warm epoch ÷ local tars and ÷ the file view's warm epoch; records' cold
+// epoch ÷ the file view's, images/s and daemon+reader CPU per image.
+func BenchmarkRecordView(b *testing.B) {
+	const count = 4000
+	ds, _ := benchDataset(b, "records", count, 61)
+	shardArgs := []string{"--record-shard-size", "56MB"}
+	rtts := []float64{0.1, 150}
+	if s := os.Getenv("CASSFS_RECORDS_RTTS"); s != "" {
+		rtts = nil
+		for _, f := range strings.Split(s, ",") {
+			rtts = append(rtts, mustFloat(b, f))
+		}
+	}
+	db := nodePID(b)
+	waitQuiet(b)
+	for range b.N {
+		type pass struct{ rate, reader, daemon, database float64 }
+		report := func(name string, p pass) {
+			b.ReportMetric(p.rate, name+"-images/s")
+			b.ReportMetric(p.reader, name+"-reader-cpu-us/image")
+			if p.daemon > 0 {
+				b.ReportMetric(p.daemon, name+"-daemon-cpu-us/image")
+				b.ReportMetric(p.database, name+"-database-cpu-us/image")
+			}
+			fmt.Fprintf(os.Stderr, "%-28s %8.0f images/s  reader %5.0f µs/image  daemon %5.0f µs/image  database %5.0f µs/image\n", name, p.rate, p.reader, p.daemon, p.database)
+		}
+		// run reads with DALI (records: the epoch's tars; else its file list), measuring m's daemon.
+		run := func(m *mounted, records bool, epoch int) pass {
+			var args []string
+			script := "dali_bench.py"
+			if records {
+				script = "wds_read.py"
+				args = append([]string{"bench-dali", "--index", "--batch-size", "64"}, epochTars(b, m, epoch)...)
+			} else {
+				args = []string{filepath.Join(m.dir, "all", "epoch-"+strconv.Itoa(epoch), "file_list.txt")}
+			}
+			cpu0, db0 := daemonCPU(b, m), processCPU(b, db)
+			n, secs, reader := daliTimed(b, script, args...)
+			return pass{float64(n) / secs, reader * 1e6 / float64(n),
+				float64((daemonCPU(b, m) - cpu0).Microseconds()) / float64(n), float64((processCPU(b, db) - db0).Microseconds()) / float64(n)}
+		}
+		var warmRecords, warmFiles, coldRecords, coldFiles pass
+		for _, rtt := range rtts {
+			spec := linkSpec{Name: fmt.Sprintf("rtt-%gms", rtt), RTT: time.Duration(rtt * float64(time.Millisecond))}
+			spec.Jitter = spec.RTT / 15
+			ln := newLink(b, spec)
+			for _, records := range []bool{true, false} {
+				view := "files"
+				if records {
+					view = "records"
+				}
+				m := startMount(b, ds, append(ln.mountArgs(), shardArgs...)...)
+				dropPageCache(b)
+				cold := run(m, records, 0)
+				report(fmt.Sprintf("%s/cold/rtt-%gms", view, rtt), cold)
+				if rtt == rtts[0] {
+					run(m, records, 1)
+					warm := run(m, records, 2)
+					report(fmt.Sprintf("%s/warm/rtt-%gms", view, rtt), warm)
+					if records {
+						coldRecords, warmRecords = cold, warm
+						// The same tars on local disk, page cache warm.
+						local := b.TempDir()
+						tars := epochTars(b, m, 1)
+						for _, t := range tars {
+							idx := strings.TrimSuffix(t, ".tar") + ".idx"
+							if out, err := exec.Command("cp", t, idx, local).CombinedOutput(); err != nil {
+								b.Fatalf("cp %s: %v\n%s", t, err, out)
+							}
+						}
+						var localTars []string
+						for _, t := range tars {
+							localTars = append(localTars, filepath.Join(local, filepath.Base(t)))
+						}
+						args := append([]string{"bench-dali", "--index", "--batch-size", "64"}, localTars...)
+						daliTimed(b, "wds_read.py", args...)
+						n, secs, reader := daliTimed(b, "wds_read.py", args...)
+						localPass := pass{rate: float64(n) / secs, reader: reader * 1e6 / float64(n)}
+						report("local-tars/warm", localPass)
+						b.ReportMetric(warm.rate/localPass.rate, "records-warm-images/local-tars")
+					} else {
+						coldFiles, warmFiles = cold, warm
+					}
+				}
+				m.stop(b)
+			}
+			ln.proxy.Stop()
+		}
+		b.ReportMetric(warmRecords.rate/warmFiles.rate, "records-warm-images/files-warm")
+		b.ReportMetric(coldRecords.rate/coldFiles.rate, "records-cold-images/files-cold")
+		b.ReportMetric((coldRecords.reader+coldRecords.daemon)/(coldFiles.reader+coldFiles.daemon), "records-cold-cpu/files-cold")
+	}
+}
+
+// epochTars lists the tars of m's record view of epoch n, in shard order.
+func epochTars(b *testing.B, m *mounted, n int) []string {
+	dir := filepath.Join(m.dir, "all", "epoch-"+strconv.Itoa(n)+".wds")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tars []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tar") {
+			tars = append(tars, filepath.Join(dir, e.Name()))
+		}
+	}
+	return tars
+}
+
+// daliTimed runs a DALI timing script and returns the images it read, the seconds and the
+// reader's CPU seconds it took.
+func daliTimed(b *testing.B, script string, args ...string) (int, float64, float64) {
+	var out struct {
+		Images     int     `json:"images"`
+		Seconds    float64 `json:"seconds"`
+		CPUSeconds float64 `json:"cpu_seconds"`
+	}
+	runPython(b, &out, script, args...)
+	return out.Images, out.Seconds, out.CPUSeconds
+}
+
+func mustFloat(b *testing.B, s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		b.Fatalf("%q: %v", s, err)
+	}
+	return v
+}
