@@ -249,7 +249,10 @@ func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.byIno {
-		if j, ok := t.pos[i]; ok && t.sh.Epoch() >= s.newest[t.sh.Stream()] {
+		if t.sh.Epoch() < s.newest[t.sh.Stream()] {
+			continue
+		}
+		if j, ok := t.pos[i]; ok {
 			tars = append(tars, t)
 			at = append(at, j)
 		}

@@ -173,6 +173,9 @@ type Set struct {
 	streams *simplelru.LRU[streamKey, *Stream] // guarded by mu: the streams of recent keys (maxStreams)
 	tables  map[string]*Table                  // guarded by mu: samples.csv by split, made on first use
 	modTime time.Time                          // of every entry, and of record files' members
+
+	headerOnce sync.Once
+	header     [tarBlock]byte // a record member's header, as a template (ustarHeader)
 }
 
 // slot holds one view, computed once by whoever asks first.
