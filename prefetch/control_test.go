@@ -488,3 +488,47 @@ func TestControllerThroughASlowdown(t *testing.T) {
 		t.Errorf("%.0f samples/s a second after the slowdown, %.0f before: not recovered", rateAfter, rateBefore)
 	}
 }
+
+// continuingStream is a testStream that takes over from another (Continuing).
+type continuingStream struct {
+	*testStream
+	from string
+}
+
+func (s *continuingStream) Continues() string { return s.from }
+
+// TestContinuingStreamStartsAtItsReadersRate: a stream that takes over from another starts
+// with the other's readers' rate, so its first access sizes its window for them; a stream
+// of its own starts at InitialWindow.
+func TestContinuingStreamStartsAtItsReadersRate(t *testing.T) {
+	never := func(ctx context.Context, i uint32) ([]byte, error) { <-ctx.Done(); return nil, ctx.Err() }
+	c := NewCache(fetchFunc(never), CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	clock := newFakeClock()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 10_000, MaxInFlight: 10_000, Now: clock.Now})
+	defer p.Close()
+	p.latency.add(clock.Now(), 100*time.Millisecond)
+	p.latency.probed = true
+	first := rotated(100_000)
+	for range 1000 { // 1,000 samples/s
+		clock.Add(time.Millisecond)
+		p.Access(first, 0)
+		p.dmu.Lock()
+		p.delivered.add(clock.Now(), p.latency.get())
+		p.dmu.Unlock()
+	}
+	next := &continuingStream{&testStream{"next", first.order}, "all"}
+	alone := &continuingStream{&testStream{"alone", first.order}, "none"}
+	p.Access(next, 0)
+	p.Access(alone, 0)
+	stats := map[string]StreamStats{}
+	for _, st := range p.Stats() {
+		stats[st.Name] = st
+	}
+	if got, want := stats["next"].Limit, stats["all"].Limit; got < want-2 || want < 100 {
+		t.Errorf("a continuing stream's first limit %d, want about its predecessor's %d", got, want)
+	}
+	if got := stats["alone"].Limit; got > 16 {
+		t.Errorf("a stream continuing none starts with limit %d, want about InitialWindow (8)", got)
+	}
+}

@@ -66,6 +66,17 @@ type Stream interface {
 	Order(epoch uint64) []uint32
 }
 
+// Continuing is a Stream that takes over from another: its readers are the other's, or
+// read alike (a record view's next shard, package view). A new such stream starts with the
+// readers' rate as the other measured it, so its window is the size the readers need from
+// its first access, where a stream of its own would start small and ramp up while its
+// readers wait, a round trip at a time on a long link.
+type Continuing interface {
+	Stream
+	// Continues names the stream taken over from.
+	Continues() string
+}
+
 // Prefetcher walks streams ahead of their readers into a Cache. It is safe for concurrent
 // use; its locks are described in the package doc.
 type Prefetcher struct {
@@ -143,6 +154,7 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 	now := p.opts.Now()
 	var dropped []*stream
 	p.mu.Lock()
+	var prev *stream
 	if s = p.streams[name]; s == nil {
 		s = &stream{src: src, epoch: epoch, cur: cur, limit: p.opts.InitialWindow, window: min(p.opts.MaxWindow, p.opts.InitialWindow)}
 		s.headPos.Store(-1)
@@ -150,11 +162,22 @@ func (p *Prefetcher) stream(src Stream, epoch uint64) *stream {
 		if inv != nil {
 			s.publish(inv, nil)
 		}
+		if c, ok := src.(Continuing); ok {
+			prev = p.streams[c.Continues()]
+		}
 		p.streams[name] = s
 		dropped = p.sweepLocked(now, true)
 	}
 	p.mu.Unlock()
 	p.retire(dropped)
+	if prev != nil {
+		prev.mu.Lock()
+		rate := prev.rate
+		prev.mu.Unlock()
+		s.mu.Lock()
+		s.rate = rate
+		s.mu.Unlock()
+	}
 	return s
 }
 

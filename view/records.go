@@ -471,9 +471,15 @@ type recordStream struct {
 	name string
 }
 
-var _ prefetch.Stream = (*recordStream)(nil)
+var _ prefetch.Continuing = (*recordStream)(nil)
 
 func (st *recordStream) Name() string { return st.name }
+
+// Continues names the stream of the shard before: readers that take shards in order
+// take over its rate (prefetch.Continuing).
+func (st *recordStream) Continues() string {
+	return strings.TrimSuffix(st.name, strconv.Itoa(st.k)) + strconv.Itoa(st.k-1)
+}
 
 func (st *recordStream) Order(epoch uint64) []uint32 {
 	k := st.key
