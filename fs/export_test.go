@@ -9,6 +9,9 @@ import (
 // ReclaimAfter is how many READs of resident files at once make every mark be forgotten.
 const ReclaimAfter = reclaimAfter
 
+// ProbeEvery is how often a record shard's sample leaves its first page to a READ.
+const ProbeEvery = probeEvery
+
 // ProcsFor is GOMAXPROCS for a base and n servers serving (procs.go).
 var ProcsFor = procsFor
 

@@ -30,7 +30,7 @@ import (
 // probeEvery is how often a shard's sample leaves its first page to a READ: one READ per
 // probeEvery samples tells the prefetcher where the readers are (see above). A reader
 // about a window ahead of the prefetcher at every probe is never starved.
-const probeEvery = 8
+const probeEvery = 32
 
 // recordsDir is an epoch's record view: epoch-N.wds/.
 type recordsDir struct {

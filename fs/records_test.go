@@ -35,7 +35,8 @@ func recordMount(t *testing.T, f *fixture, shardBytes int64) (string, *cfs.FS) {
 	n := f.ix.Len()
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
 		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
-	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: 16, Samples: n})
+	// A first window of the whole dataset: a reader's first READ has everything fetched.
+	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: n, Samples: n})
 	t.Cleanup(p.Close)
 	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, shardBytes: shardBytes, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.Peek = cache.Looked, cache.Has, cache.Peek
@@ -46,17 +47,19 @@ func recordMount(t *testing.T, f *fixture, shardBytes int64) (string, *cfs.FS) {
 // TestRecordViewIsTheEpochAsTars: epoch-N.wds lists a tar and an index per shard; read
 // with archive/tar, the shards hold every sample of the epoch once, in the order of its
 // file_list.txt, each as its bytes, its label and its JSON under its position; the index
-// gives each member's data offset and size; two epochs differ in order.
+// gives each member's data offset and size; two epochs differ in order. A shard
+// directory's record view is its part of the epoch.
 func TestRecordViewIsTheEpochAsTars(t *testing.T) {
 	f := newFixtureMeta(t, 60, classes, memstore.Options{}, []string{"patient_id"}, func(i int) map[string]string {
 		return map[string]string{"patient_id": "p" + strconv.Itoa(i%7)}
 	})
 	mnt, _ := recordMount(t, f, 16<<10)
 	orders := map[string][]string{}
-	for _, epoch := range []string{"1", "2"} {
-		dir := filepath.Join(mnt, "all", "epoch-"+epoch+".wds")
+	for _, epoch := range []string{"epoch-1", "epoch-2", "shard-1-of-2/epoch-1"} {
+		epochPath := filepath.Join(mnt, "all", epoch)
+		dir := epochPath + ".wds"
 		names, _ := readNames(t, dir)
-		if len(names) < 6 || len(names)%2 != 0 || names[0] != "shard-00000.idx" || names[1] != "shard-00000.tar" {
+		if len(names) < 4 || len(names)%2 != 0 || names[0] != "shard-00000.idx" || names[1] != "shard-00000.tar" {
 			t.Fatalf("%s lists %q", dir, names)
 		}
 		var keys []string
@@ -69,7 +72,7 @@ func TestRecordViewIsTheEpochAsTars(t *testing.T) {
 			keys = append(keys, checkShard(t, f, data, testkit.Must(os.ReadFile(filepath.Join(dir, names[k])))(t))...)
 		}
 		// The file list names each position's sample: the tars' keys follow it.
-		list := testkit.Must(os.ReadFile(filepath.Join(mnt, "all", "epoch-"+epoch, "file_list.txt")))(t)
+		list := testkit.Must(os.ReadFile(filepath.Join(epochPath, "file_list.txt")))(t)
 		var want []string
 		for line := range strings.Lines(string(list)) {
 			line = strings.TrimSpace(line)
@@ -83,8 +86,8 @@ func TestRecordViewIsTheEpochAsTars(t *testing.T) {
 		}
 		orders[epoch] = keys
 	}
-	if strings.Join(orders["1"], ",") == strings.Join(orders["2"], ",") {
-		t.Error("epochs 1 and 2 have the same order")
+	if strings.Join(orders["epoch-1"], ",") == strings.Join(orders["epoch-2"], ",") || len(orders["shard-1-of-2/epoch-1"]) != len(orders["epoch-1"])/2 {
+		t.Errorf("epochs 1 and 2 have the same order, or the shard directory holds %d samples of %d", len(orders["shard-1-of-2/epoch-1"]), len(orders["epoch-1"]))
 	}
 	for _, bad := range []string{"shard-99999.tar", "shard-0.tar", "x.tar"} {
 		if _, err := os.Stat(filepath.Join(mnt, "all", "epoch-1.wds", bad)); !errors.Is(err, os.ErrNotExist) {
@@ -167,15 +170,15 @@ func checkShard(t *testing.T, f *fixture, data, idx []byte) (keys []string) {
 // and the blobs it brings go into the tar's page cache: the whole shard then reads with a
 // READ per probe (one sample in probeEvery), its bytes those archive/tar would write.
 func TestRecordBytesArePushedAhead(t *testing.T) {
-	f := newFixtureSized(t, 48, classes, memstore.Options{}, nil, nil, func(i int) int { return 2000 + 37*i })
-	mnt, fsys := recordMount(t, f, 1<<20)
+	f := newFixtureSized(t, 160, classes, memstore.Options{}, nil, nil, func(i int) int { return 800 + 7*i })
+	mnt, fsys := recordMount(t, f, 4<<20)
 	path := filepath.Join(mnt, "all", "epoch-0.wds", "shard-00000.tar")
 	fl := testkit.Must(os.Open(path))(t)
 	defer fl.Close()
 	size := testkit.Must(fl.Stat())(t).Size()
 	var idxSamples int
 	fmt.Sscanf(string(testkit.Must(os.ReadFile(strings.TrimSuffix(path, ".tar")+".idx"))(t)), "v1.2 %d", &idxSamples)
-	if idxSamples < 16 {
+	if idxSamples < 3*cfs.ProbeEvery {
 		t.Fatalf("shard 0 holds %d samples; the test wants several probes", idxSamples)
 	}
 	// The first page starts the shard's stream.
@@ -184,10 +187,13 @@ func TestRecordBytesArePushedAhead(t *testing.T) {
 	for fsys.PushStats().Records < int64(idxSamples)-1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	if n := fsys.PushStats().Records; n < int64(idxSamples)-1 {
+		t.Fatalf("%d of the shard's %d samples pushed", n, idxSamples)
+	}
 	reads := func() int64 { return fsys.RequestStats()["read"] }
 	before := reads()
 	got := testkit.Must(io.ReadAll(bufio.NewReaderSize(fl, 1<<16)))(t)
-	probes := int64((idxSamples + 7) / 8)
+	probes := int64((idxSamples + cfs.ProbeEvery - 1) / cfs.ProbeEvery)
 	if n := reads() - before; n > probes+1 {
 		t.Errorf("reading a %d-byte shard of %d samples pushed ahead sent %d READs, want at most %d (its probes); push stats %+v",
 			size, idxSamples, n, probes+1, fsys.PushStats())
