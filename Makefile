@@ -50,6 +50,7 @@ bench: deps build ## benchmarks against the real Cassandra and through real moun
 	$(GO) test -tags e2e -run '^$$' -bench BlobReadPaths -benchtime 8000x -count 3 -timeout 30m ./e2e/ | tee bench/blob-read-paths.txt
 	$(GO) test -tags e2e -run '^$$' -bench FilesystemRead -benchtime 1x -count 3 -timeout 30m ./e2e/ | tee bench/filesystem-read.txt
 	$(GO) test -tags e2e -run '^$$' -bench ColdBlocks -benchtime 1x -count 3 -timeout 30m ./e2e/ | tee bench/cold-blocks.txt
+	$(GO) test -tags e2e -run '^$$' -bench RecordView -benchtime 1x -count 3 -timeout 40m ./e2e/ 2>&1 | grep -v '^python-env' | tee bench/record-view.txt
 	$(GO) test -tags e2e -run '^$$' -bench MountStart -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/mount-start.txt
 	$(GO) test -tags e2e -run '^$$' -bench ImageNetScale -benchtime 1x -count 1 -timeout 90m -v ./e2e/ 2>&1 | grep -v '^=== ' | tee bench/imagenet-scale.txt
 	$(GO) test -tags e2e -run '^$$' -bench CacheDir -benchtime 1x -count 1 -timeout 30m ./e2e/ | tee bench/cachedir.txt

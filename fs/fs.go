@@ -12,6 +12,9 @@
 //	                           a window of them is listed
 //	    epoch-<N>@<K>/         the same from position K on (a resumed job)
 //	    epoch-<N>[@<K>].targets/  with targets: the same, each sample's target
+//	    epoch-<N>.wds/         the epoch as WebDataset shards (view/records.go, records.go)
+//	      shard-<K>.tar        positions K·P .. (K+1)·P-1 of the epoch, as tar members
+//	      shard-<K>.idx        its DALI index
 //	      <class>/<pos>_<name> one directory per label; pos is the zero-padded position in
 //	                           the epoch, so names sort bytewise in epoch order
 //	      file_list.txt        DALI file_list: "<class>/<pos>_<name> <label>" per line, in

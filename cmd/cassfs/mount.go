@@ -35,6 +35,7 @@ func newMountCmd() *cobra.Command {
   MOUNTPOINT/<split>/epoch-<N>/file_list.txt          DALI file_list, in epoch order
   MOUNTPOINT/<split>/epoch-<N>@<K>/...                the same from position K on (resume)
   MOUNTPOINT/<split>/epoch-<N>.targets/...            with targets: each sample's target
+  MOUNTPOINT/<split>/epoch-<N>.wds/shard-<K>.tar      the epoch as WebDataset shards (+ .idx)
   MOUNTPOINT/<split>/samples.csv                      every sample with its metadata
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
 
@@ -55,7 +56,7 @@ them in that order too; any epoch-N resolves, a window of them is listed.
 Distributed training: one mount serves every rank of a node. MOUNTPOINT/<split>/
 shard-<R>-of-<W>/ holds rank R of W's part of every epoch (positions R, R+W, ... of the
 epoch's order, as PyTorch's DistributedSampler takes them), with the same epoch
-directories (epoch-N, epoch-N@K, .targets) as the split itself; it is not listed, and any
+directories (epoch-N, epoch-N@K, .targets, .wds) as the split itself; it is not listed, and any
 R < W resolves. Over all ranks, on every node, every sample is read exactly once per
 epoch; --shard-pad evens the ranks' sizes by repeating the first samples. The ranks of a
 node share the mount's cache, disk tier and prefetching. Nothing is coordinated but the
