@@ -14,7 +14,8 @@
 //	    epoch-<N>[@<K>].targets/  with targets: the same, each sample's target
 //	    epoch-<N>.wds/         the epoch as WebDataset shards (view/records.go, records.go)
 //	      shard-<K>.tar        positions K·P .. (K+1)·P-1 of the epoch, as tar members
-//	      shard-<K>.idx        its DALI index
+//	      shard-<K>.idx        its DALI index; tars are pushed as blobs arrive, and the
+//	                           next epoch's between epochs (records_ahead.go)
 //	      <class>/<pos>_<name> one directory per label; pos is the zero-padded position in
 //	                           the epoch, so names sort bytewise in epoch order
 //	      file_list.txt        DALI file_list: "<class>/<pos>_<name> <label>" per line, in
@@ -380,7 +381,7 @@ type FS struct {
 	ix         *index.Index
 	log        *slog.Logger
 	errLog     errorLog
-	mtime      uint64 // every entry's times: when the filesystem was made
+	mtime      uint64 // every entry's times: when the views were made (view.Set.ModTime, also the record files' members')
 	totalBytes uint64 // sum of all samples' sizes, for statfs
 
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
@@ -408,9 +409,10 @@ type FS struct {
 	// helper is the lookahead helper's feed while the helper runs (StartLookahead; nil once
 	// it is gone), lastHelper the last one, kept for its counters.
 	helper, lastHelper atomic.Pointer[lookahead]
-	past               pastEpochs // past epochs' names leave go-fuse's tree (prune.go)
-	tars               tarSet     // the record files the kernel knows (records.go)
-	root               *rootDir   // the tree's root, once Root made it
+	past               pastEpochs   // past epochs' names leave go-fuse's tree (prune.go)
+	tars               tarSet       // the record files the kernel knows (records.go)
+	recAhead           recordsAhead // the next epoch's tars, pushed between epochs (records_ahead.go)
+	root               *rootDir     // the tree's root, once Root made it
 }
 
 // ServeStats counts what readers were served.
@@ -461,7 +463,7 @@ func New(cfg Config) *FS {
 		cfg.Logger = slog.Default()
 	}
 	ix := cfg.Views.Index()
-	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(time.Now().Unix()), opens: map[uint32]*openMode{},
+	f := &FS{cfg: cfg, views: cfg.Views, ix: ix, log: cfg.Logger, mtime: uint64(cfg.Views.ModTime().Unix()), opens: map[uint32]*openMode{},
 		known: bitset.New(ix.Len()), knownTargets: bitset.New(ix.Len()), resident: bitset.New(ix.Len())}
 	f.passthrough.Store(cfg.Backing != nil) // until Mount finds otherwise
 	f.errLog = errorLog{log: cfg.Logger, window: 10 * time.Second}

@@ -51,6 +51,9 @@ type lookahead struct {
 	pending map[pendingKey]bool   // guarded by mu: names sent, not yet answered → pushed already
 	bySeq   map[uint64]pendingKey // guarded by mu
 	lists   map[uint64]listKey    // guarded by mu: listings sent, by sequence number
+	// tarLooks is the next epochs' tars sent to be looked up, by sequence number
+	// (records_ahead.go); guarded by mu.
+	tarLooks map[uint64]tarLook
 	// Samples a listing not answered yet bound whose push would be refused, or was, until
 	// the kernel has their entries (inodes it did not know, or had forgotten with the
 	// FORGET not handled yet): pushed once the helper answers.
@@ -111,7 +114,7 @@ func (f *FS) StartLookahead(out io.Writer, in io.Reader, opts LookaheadOptions) 
 	fo := follow.Options()
 	opts.Distance, opts.Every = fo.Distance, fo.Every
 	la := &lookahead{f: f, opts: opts, out: bufio.NewWriterSize(out, 64<<10), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		follow: follow, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}, nearing: map[uint64]check{}}
+		follow: follow, pending: map[pendingKey]bool{}, bySeq: map[uint64]pendingKey{}, lists: map[uint64]listKey{}, tarLooks: map[uint64]tarLook{}, listedUnpushed: map[listKey][]uint32{}, checks: map[uint64]check{}, nearing: map[uint64]check{}}
 	f.helper.Store(la)
 	f.lastHelper.Store(la)
 	go la.feed()
@@ -277,6 +280,12 @@ func (la *lookahead) answers(in io.Reader) {
 			continue
 		}
 		la.mu.Lock()
+		if tl, ok := la.tarLooks[seq]; ok {
+			delete(la.tarLooks, seq)
+			la.mu.Unlock()
+			go la.f.tarLookedUp(tl)
+			continue
+		}
 		pk, looked := la.bySeq[seq] // a name looked up
 		if lk, ok := la.lists[seq]; ok {
 			delete(la.lists, seq)

@@ -123,7 +123,7 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	if key, ok := d.fs.views.RecordsKeyIn(d.split.Name, d.shard, name); ok {
 		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-			return &recordsDir{dirNode: dirNode{fs: d.fs}, key: key}
+			return &recordsDir{dirNode: dirNode{fs: d.fs}, key: key, path: d.Path(nil) + "/" + name}
 		}), 0
 	}
 	key, ok := d.fs.views.EpochKeyIn(d.split.Name, d.shard, name)

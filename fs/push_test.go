@@ -159,6 +159,7 @@ func lookaheadMountWith(t *testing.T, f *fixture, arrival bool, opts cfs.Lookahe
 	mnt = f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, arrival: arrival, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.LookedAhead = cache.Looked, cache.Has, func(i uint32) { cache.PushHeld(i) }
 		c.PagesGone = func() { pagesGone.Add(1) }
+		c.Peek = cache.Peek
 		for _, a := range adjust {
 			a(c)
 		}

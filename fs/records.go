@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -36,6 +37,9 @@ const probeEvery = 32
 type recordsDir struct {
 	dirNode
 	key view.Key
+	// path is the directory's path in the mount, kept from its making (as classDir's):
+	// the next epoch's tars are looked up beside it (records_ahead.go).
+	path string
 }
 
 var (
@@ -59,7 +63,7 @@ func (d *recordsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 				read: func(off int64, n int) []byte { return sliceAt(sh.Index(), off, n) }}
 		}), 0
 	}
-	return d.fs.lookupTar(ctx, d.EmbeddedInode(), name, sh, out), 0
+	return d.fs.lookupTar(ctx, d, name, sh, out), 0
 }
 
 // sliceAt is b's bytes [off, off+n), clamped to b.
@@ -81,11 +85,17 @@ func (d *recordsDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.File
 // tarFile is one shard's tar.
 type tarFile struct {
 	gofs.Inode
-	fs   *FS
-	sh   *view.RecordShard
-	ino  uint64
-	pos  map[uint32]int // sample → its index in the shard, for pushes
-	read atomic.Bool    // a READ came (tarSet.reading)
+	fs     *FS
+	sh     *view.RecordShard
+	key    view.Key // its epoch view
+	dir    string   // its directory's path in the mount
+	shards int      // the shards of its epoch view
+	ino    uint64
+	pos    map[uint32]int // sample → its index in the shard, for pushes
+	read   atomic.Bool    // a READ came (tarSet.reading)
+	// done has bit j set once sample j's pages were pushed: a later push of it (the
+	// prefetcher's, after the tar was pushed between epochs) is skipped.
+	done bitset.Set
 }
 
 var (
@@ -95,15 +105,16 @@ var (
 	_ gofs.NodeOnForgetter = (*tarFile)(nil)
 )
 
-// lookupTar returns parent's tar file called name, showing sh, made on first lookup. The
+// lookupTar returns d's tar file called name, showing sh, made on first lookup. The
 // kernel knows it from then on, until it forgets it: pushes go to the tars it knows.
-func (f *FS) lookupTar(ctx context.Context, parent *gofs.Inode, name string, sh *view.RecordShard, out *fuse.EntryOut) *gofs.Inode {
+func (f *FS) lookupTar(ctx context.Context, d *recordsDir, name string, sh *view.RecordShard, out *fuse.EntryOut) *gofs.Inode {
+	parent := d.EmbeddedInode()
 	if ch := parent.GetChild(name); ch != nil {
 		ch.Operations().(*tarFile).attr(&out.Attr)
 		out.Ino = ch.StableAttr().Ino
 		return ch
 	}
-	t := &tarFile{fs: f, sh: sh, pos: make(map[uint32]int, sh.Len())}
+	t := &tarFile{fs: f, sh: sh, key: d.key, dir: d.path, shards: d.records().Len(), pos: make(map[uint32]int, sh.Len()), done: bitset.New(sh.Len())}
 	for j := range sh.Len() {
 		t.pos[sh.Sample(j)] = j
 	}
@@ -146,6 +157,7 @@ func (t *tarFile) OnForget() { t.fs.tars.remove(t) }
 func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	sh := t.sh
 	t.fs.tars.reading(t)
+	t.fs.recordRead(t)
 	size := sh.Size()
 	if off >= size {
 		return fuse.ReadResultData(nil), 0
@@ -223,8 +235,8 @@ func (s *tarSet) remove(t *tarFile) {
 }
 
 // reading records that t's shard is being read: the same shard of earlier epochs is
-// not, and gets no pushes from now on (the kernel keeps past epochs' tars, whose pages
-// nobody reads again).
+// not, and leaves the set (the kernel keeps past epochs' tars, whose pages nobody reads
+// again: pushing a sample into each cost a warm epoch a copy per past epoch).
 func (s *tarSet) reading(t *tarFile) {
 	if t.read.Load() {
 		return
@@ -237,11 +249,29 @@ func (s *tarSet) reading(t *tarFile) {
 	}
 	if e, ok := s.newest[t.sh.Stream()]; !ok || e < t.sh.Epoch() {
 		s.newest[t.sh.Stream()] = t.sh.Epoch()
+		for ino, old := range s.byIno {
+			if old.sh.Stream() == t.sh.Stream() && old.sh.Epoch() < t.sh.Epoch() {
+				delete(s.byIno, ino)
+			}
+		}
+		s.n.Store(int32(len(s.byIno)))
 	}
 }
 
+// find returns the tar of shard k of epoch view key, if the kernel knows it.
+func (s *tarSet) find(key view.Key, k int) *tarFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.byIno {
+		if t.key == key && t.sh.K == k {
+			return t
+		}
+	}
+	return nil
+}
+
 // holding lists the tars that hold sample i, with its index in each, but those of epochs
-// before the newest read of their shard's stream.
+// before the newest read of their shard's stream (looked up again after it was read).
 func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 	if s.n.Load() == 0 {
 		return nil, nil
@@ -266,6 +296,10 @@ func (f *FS) pushRecords(i uint32, data []byte) bool {
 	tars, at := f.tars.holding(i)
 	pushed := false
 	for k, t := range tars {
+		if t.done.Has(uint32(at[k])) {
+			pushed = true // pushed between epochs (records_ahead.go)
+			continue
+		}
 		pushed = f.pushTar(t, at[k], data) || pushed
 	}
 	return pushed
@@ -327,7 +361,7 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
 	}
 	d := sh.DataStart(j)
 	bodyLo := max((d+page-1)&^(page-1), lo)
-	bodyHi := min((d+t.fs.ix.Size(sh.Sample(j)))&^(page-1), hi)
+	bodyHi := min((d+f.ix.Size(sh.Sample(j)))&^(page-1), hi)
 	type segment struct {
 		from, to int64
 		data     []byte
@@ -370,6 +404,7 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
 	}
 	if pushed {
 		f.push.records.Add(1)
+		t.done.Put(uint32(j), true)
 	}
 	return pushed
 }

@@ -238,3 +238,36 @@ func TestRecordReadOfAMissingBlobFails(t *testing.T) {
 		t.Fatalf("the index: %v", err)
 	}
 }
+
+// TestNextEpochTarsPushedBetweenEpochs: once readers got to an epoch's last shard and the
+// mount is quiet, the helper looks the next epoch's tars up and the daemon pushes every
+// blob it holds into them: that epoch then reads with a READ per probe, its bytes right.
+func TestNextEpochTarsPushedBetweenEpochs(t *testing.T) {
+	f := newFixtureSized(t, 96, classes, memstore.Options{}, nil, nil, func(i int) int { return 700 + 3*i })
+	mnt, fsys, _, stop := lookaheadMountWith(t, f, false, cfs.LookaheadOptions{Distance: 64, NextEpoch: 20 * time.Millisecond})
+	defer stop()
+	tarOf := func(epoch string) string { return filepath.Join(mnt, "all", "epoch-"+epoch+".wds", "shard-00000.tar") }
+	if names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-0.wds")); len(names) != 2 {
+		t.Fatalf("epoch-0.wds lists %q, want one shard", names)
+	}
+	testkit.Must(os.ReadFile(tarOf("0")))(t) // every blob is in memory now
+	n := int64(f.ix.Len())
+	// Epoch 0's pushes, then epoch 1's: wait until they settle.
+	last, since := fsys.PushStats().Records, time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Since(since) < 300*time.Millisecond && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		if r := fsys.PushStats().Records; r != last {
+			last, since = r, time.Now()
+		}
+	}
+	if last < n {
+		t.Fatalf("%d records pushed, want epoch 1's %d at least", last, n)
+	}
+	reads := func() int64 { return fsys.RequestStats()["read"] }
+	before := reads()
+	data := testkit.Must(os.ReadFile(tarOf("1")))(t)
+	if got, probes := reads()-before, (n+cfs.ProbeEvery-1)/cfs.ProbeEvery; got > probes+1 {
+		t.Errorf("epoch 1's tar, pushed between epochs, sent %d READs, want at most %d", got, probes+1)
+	}
+	checkShard(t, f, data, testkit.Must(os.ReadFile(strings.TrimSuffix(tarOf("1"), ".tar")+".idx"))(t))
+}

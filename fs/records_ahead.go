@@ -1,0 +1,128 @@
+package fs
+
+import (
+	"path"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cassfs/cassfs/view"
+)
+
+// The next epoch's tars, pushed while readers are quiet.
+//
+// A record view's tars are new bytes every epoch, so a warm epoch (every blob in memory)
+// still copies each byte into the page cache as its readers go, and on cores the readers
+// share that copy bounds the epoch (bench/history/journal.md, "each epoch as WebDataset
+// shards"). A training loop leaves the mount quiet between epochs (validation, a
+// checkpoint, its loader's restart). So once readers got to the last shard of an epoch's
+// record view and no tar was READ for LookaheadOptions.NextEpoch, the lookahead helper
+// looks up the next epoch's tars (the kernel must know an inode before anything is pushed
+// into it), and as each lookup is answered the daemon pushes every blob the cache holds
+// of that tar into it. The readers of that epoch then read its tars from the page cache
+// but for the probes' pages; blobs the cache does not hold come as before, prefetched and
+// pushed as the readers go. A tar remembers the samples pushed into it whole (tarFile.done),
+// so the prefetcher's pushes as its readers go skip them.
+
+// recordsAhead is what a mount knows of the record views being read, for pushing the
+// next epoch's tars between epochs.
+type recordsAhead struct {
+	mu     sync.Mutex
+	ended  map[view.Key]string // guarded by mu: views whose last shard was READ, and their directories
+	pushed map[view.Key]bool   // guarded by mu: next epochs looked up and pushed (or being)
+	timer  *time.Timer         // guarded by mu: fires once no tar was READ for the quiet time
+}
+
+// recordRead is told of every READ of a tar: with the lookahead helper running, a READ of
+// an epoch's last shard marks the epoch as ending, and every READ puts off the quiet.
+func (f *FS) recordRead(t *tarFile) {
+	la := f.helper.Load()
+	if la == nil || la.opts.NextEpoch <= 0 {
+		return
+	}
+	a := &f.recAhead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if t.sh.K == t.shards-1 {
+		if a.ended == nil {
+			a.ended = map[view.Key]string{}
+		}
+		a.ended[t.key] = t.dir
+	}
+	if len(a.ended) == 0 {
+		return
+	}
+	if a.timer == nil {
+		a.timer = time.AfterFunc(la.opts.NextEpoch, f.recordsQuiet)
+		return
+	}
+	a.timer.Reset(la.opts.NextEpoch)
+}
+
+// recordsQuiet has the helper look up the tars of the epoch after each ended one.
+func (f *FS) recordsQuiet() {
+	la := f.helper.Load()
+	if la == nil {
+		return
+	}
+	a := &f.recAhead
+	a.mu.Lock()
+	ended := a.ended
+	a.ended = nil
+	if a.pushed == nil || len(a.pushed) > 1024 {
+		a.pushed = map[view.Key]bool{} // forget old epochs wholesale
+	}
+	var next []view.Key
+	var dirs []string
+	for k, dir := range ended {
+		if k.Epoch == 1<<64-1 {
+			continue
+		}
+		nk := k
+		nk.Epoch++
+		if !a.pushed[nk] {
+			a.pushed[nk] = true
+			next = append(next, nk)
+			dirs = append(dirs, path.Join(path.Dir(dir), view.EpochName(nk.Epoch)+view.RecordsSuffix))
+		}
+	}
+	a.mu.Unlock()
+	for n, k := range next {
+		r := f.views.Epoch(k).Records() // computed outside every lock
+		var lines []string
+		la.mu.Lock()
+		for s := range r.Len() {
+			la.seq++
+			la.tarLooks[la.seq] = tarLook{key: k, shard: s}
+			lines = append(lines, strconv.FormatUint(la.seq, 10)+" "+dirs[n]+"/"+view.ShardFileName(s, r.Len(), false)+"\n")
+		}
+		la.queued = append(la.queued, lines...)
+		la.mu.Unlock()
+	}
+	if len(next) > 0 {
+		select {
+		case la.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// tarLook is a tar of a next epoch sent to the helper to look up.
+type tarLook struct {
+	key   view.Key
+	shard int
+}
+
+// tarLookedUp is told that the helper looked up shard tl.shard of epoch view tl.key: the
+// kernel knows its inode, and every blob the cache holds of it is pushed into it.
+func (f *FS) tarLookedUp(tl tarLook) {
+	t := f.tars.find(tl.key, tl.shard)
+	if t == nil || f.cfg.Peek == nil {
+		return // forgotten already, or nothing to push from
+	}
+	for j := range t.sh.Len() {
+		if data, ok := f.cfg.Peek(t.sh.Sample(j)); ok && !t.done.Has(uint32(j)) {
+			f.pushTar(t, j, data)
+		}
+	}
+}
