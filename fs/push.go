@@ -124,7 +124,14 @@ func (f *FS) pushFile(i uint32, data []byte) bool {
 // goroutine per sample to learn that there is nothing to push.
 func (f *FS) SkipPush(i uint32) bool {
 	if f.tars.n.Load() > 0 {
-		return false // a record file may want it: its pages are not the sample file's
+		// A record file's pages are not the sample file's: skipped only where every tar
+		// holding it has it pushed (between epochs: records_ahead.go), and its own file
+		// has too or is not being read.
+		if holding, pushed := f.tars.pushedIn(i); holding && (!pushed || f.known.Has(i) && !f.resident.Has(i)) {
+			return false
+		} else if holding {
+			return true
+		}
 	}
 	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {
 		return false

@@ -290,6 +290,27 @@ func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 	return tars, at
 }
 
+// pushedIn reports whether tars the kernel knows hold sample i (holding, as holding
+// lists them), and whether every one of them has its pages pushed (tarFile.done).
+func (s *tarSet) pushedIn(i uint32) (holding, pushed bool) {
+	if s.n.Load() == 0 {
+		return false, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pushed = true
+	for _, t := range s.byIno {
+		if t.sh.Epoch() < s.newest[t.sh.Stream()] {
+			continue
+		}
+		if j, ok := t.pos[i]; ok {
+			holding = true
+			pushed = pushed && t.done.Has(uint32(j))
+		}
+	}
+	return holding, holding && pushed
+}
+
 // pushRecords pushes sample i's bytes into the page cache of every tar the kernel knows
 // that holds it, and reports whether any took them.
 func (f *FS) pushRecords(i uint32, data []byte) bool {
