@@ -37,14 +37,17 @@ func (f *FS) lookupGen(ctx context.Context, parent *gofs.Inode, name string, out
 	return ch
 }
 
-func (g *genFile) attr(a *fuse.Attr) {
-	size := uint64(g.size())
+func (g *genFile) attr(a *fuse.Attr) { g.fs.fileAttr(a, g.size()) }
+
+// fileAttr fills the attributes of a generated file (file lists, tables, record files) of
+// size bytes.
+func (f *FS) fileAttr(a *fuse.Attr, size int64) {
 	a.Mode = syscall.S_IFREG | 0o444
-	a.Size = size
-	a.Blocks = (size + 511) / 512
+	a.Size = uint64(size)
+	a.Blocks = (uint64(size) + 511) / 512
 	a.Blksize = 1 << 17
 	a.Nlink = 1
-	g.fs.times(a)
+	f.times(a)
 }
 
 func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
@@ -56,7 +59,13 @@ func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 // Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
 // one ENOSYS stops the kernel sending OPEN for the whole mount.
 func (g *genFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if g.fs.passthrough.Load() {
+	return g.fs.openGenerated()
+}
+
+// openGenerated answers the OPEN of a generated file: ENOSYS (see sampleFile.Open), or
+// where the mount answers OPEN for samples, an open that keeps the page cache.
+func (f *FS) openGenerated() (gofs.FileHandle, uint32, syscall.Errno) {
+	if f.passthrough.Load() {
 		return nil, fuse.FOPEN_KEEP_CACHE, 0
 	}
 	return nil, 0, syscall.ENOSYS

@@ -126,15 +126,7 @@ func (f *FS) lookupTar(ctx context.Context, d *recordsDir, name string, sh *view
 	return ch
 }
 
-func (t *tarFile) attr(a *fuse.Attr) {
-	size := uint64(t.sh.Size())
-	a.Mode = syscall.S_IFREG | 0o444
-	a.Size = size
-	a.Blocks = (size + 511) / 512
-	a.Blksize = 1 << 17
-	a.Nlink = 1
-	t.fs.times(a)
-}
+func (t *tarFile) attr(a *fuse.Attr) { t.fs.fileAttr(a, t.sh.Size()) }
 
 func (t *tarFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	t.attr(&out.Attr)
@@ -145,10 +137,7 @@ func (t *tarFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 // Open answers as a generated file does (genFile.Open): ENOSYS, so the kernel keeps the
 // tar's page cache across opens, pushed pages included.
 func (t *tarFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	if t.fs.passthrough.Load() {
-		return nil, fuse.FOPEN_KEEP_CACHE, 0
-	}
-	return nil, 0, syscall.ENOSYS
+	return t.fs.openGenerated()
 }
 
 // OnForget: the kernel forgot the tar, and pushes to it would be refused.
