@@ -127,10 +127,10 @@ func (f *FS) SkipPush(i uint32) bool {
 		// A record file's pages are not the sample file's: skipped only where every tar
 		// holding it has it pushed (between epochs: records_ahead.go), and its own file
 		// has too or is not being read.
-		if holding, pushed := f.tars.pushedIn(i); holding && (!pushed || f.known.Has(i) && !f.resident.Has(i)) {
+		if holding, pushed := f.tars.pushedIn(i); holding && !pushed {
 			return false
-		} else if holding {
-			return true
+		} else if holding && !f.known.Has(i) {
+			return true // read as a record only
 		}
 	}
 	if f.server.Load() == nil || !f.known.Has(i) || !f.resident.Has(i) {

@@ -85,14 +85,12 @@ func (d *recordsDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.File
 // tarFile is one shard's tar.
 type tarFile struct {
 	gofs.Inode
-	fs     *FS
-	sh     *view.RecordShard
-	key    view.Key // its epoch view
-	dir    string   // its directory's path in the mount
-	shards int      // the shards of its epoch view
-	ino    uint64
-	pos    map[uint32]int // sample → its index in the shard, for pushes
-	read   atomic.Bool    // a READ came (tarSet.reading)
+	fs   *FS
+	sh   *view.RecordShard
+	dir  string // its directory's path in the mount
+	ino  uint64
+	pos  map[uint32]int // sample → its index in the shard, for pushes
+	read atomic.Bool    // a READ came (tarSet.reading)
 	// done has bit j set once sample j's pages were pushed: a later push of it (the
 	// prefetcher's, after the tar was pushed between epochs) is skipped.
 	done bitset.Set
@@ -114,7 +112,7 @@ func (f *FS) lookupTar(ctx context.Context, d *recordsDir, name string, sh *view
 		out.Ino = ch.StableAttr().Ino
 		return ch
 	}
-	t := &tarFile{fs: f, sh: sh, key: d.key, dir: d.path, shards: d.records().Len(), pos: make(map[uint32]int, sh.Len()), done: bitset.New(sh.Len())}
+	t := &tarFile{fs: f, sh: sh, dir: d.path, pos: make(map[uint32]int, sh.Len()), done: bitset.New(sh.Len())}
 	for j := range sh.Len() {
 		t.pos[sh.Sample(j)] = j
 	}
@@ -152,7 +150,8 @@ func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 		return fuse.ReadResultData(nil), 0
 	}
 	end := min(off+int64(len(dest)), size)
-	first, last := sh.Find(off), min(sh.Find(end-1), sh.Len()-1)
+	first, at := sh.Find(off), sh.Find(end-1)
+	last := min(at, sh.Len()-1)
 	blobs, failed, err := t.fs.recordBlobs(ctx, sh, first, last)
 	if err != nil {
 		return nil, t.fs.errno("read", sh.Sample(failed), err)
@@ -162,7 +161,7 @@ func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 		return nil, t.fs.errno("read", sh.Sample(first), err)
 	}
 	t.fs.served(off, end)
-	from, to := sh.Reading(sh.Find(end - 1))
+	from, to := sh.Reading(at)
 	if looked := t.fs.cfg.Looked; looked != nil {
 		for j := from; j < to; j++ {
 			looked(sh.Sample(j))
@@ -252,18 +251,19 @@ func (s *tarSet) find(key view.Key, k int) *tarFile {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, t := range s.byIno {
-		if t.key == key && t.sh.K == k {
+		if t.sh.Key() == key && t.sh.K == k {
 			return t
 		}
 	}
 	return nil
 }
 
-// holding lists the tars that hold sample i, with its index in each, but those of epochs
-// before the newest read of their shard's stream (looked up again after it was read).
-func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
+// eachHolding calls fn, with s.mu held, for every tar that holds sample i (at index j)
+// but those of epochs before the newest read of their shard's stream (looked up again
+// after it was read).
+func (s *tarSet) eachHolding(i uint32, fn func(t *tarFile, j int)) {
 	if s.n.Load() == 0 {
-		return nil, nil
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,31 +272,28 @@ func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
 			continue
 		}
 		if j, ok := t.pos[i]; ok {
-			tars = append(tars, t)
-			at = append(at, j)
+			fn(t, j)
 		}
 	}
+}
+
+// holding lists the tars that hold sample i (eachHolding), with its index in each.
+func (s *tarSet) holding(i uint32) (tars []*tarFile, at []int) {
+	s.eachHolding(i, func(t *tarFile, j int) {
+		tars = append(tars, t)
+		at = append(at, j)
+	})
 	return tars, at
 }
 
 // pushedIn reports whether tars the kernel knows hold sample i (holding, as holding
 // lists them), and whether every one of them has its pages pushed (tarFile.done).
 func (s *tarSet) pushedIn(i uint32) (holding, pushed bool) {
-	if s.n.Load() == 0 {
-		return false, false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	pushed = true
-	for _, t := range s.byIno {
-		if t.sh.Epoch() < s.newest[t.sh.Stream()] {
-			continue
-		}
-		if j, ok := t.pos[i]; ok {
-			holding = true
-			pushed = pushed && t.done.Has(uint32(j))
-		}
-	}
+	s.eachHolding(i, func(t *tarFile, j int) {
+		holding = true
+		pushed = pushed && t.done.Has(uint32(j))
+	})
 	return holding, holding && pushed
 }
 

@@ -43,11 +43,11 @@ func (f *FS) recordRead(t *tarFile) {
 	a := &f.recAhead
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if t.sh.K == t.shards-1 {
+	if t.sh.Last() {
 		if a.ended == nil {
 			a.ended = map[view.Key]string{}
 		}
-		a.ended[t.key] = t.dir
+		a.ended[t.sh.Key()] = t.dir
 	}
 	if len(a.ended) == 0 {
 		return

@@ -441,6 +441,12 @@ func (sh *RecordShard) Stream() string { return sh.stream.name }
 // Epoch is the shard's epoch.
 func (sh *RecordShard) Epoch() uint64 { return sh.r.e.N }
 
+// Key is the shard's epoch view.
+func (sh *RecordShard) Key() Key { return sh.r.e.Key }
+
+// Last reports whether the shard is its record view's last.
+func (sh *RecordShard) Last() bool { return sh.K == len(sh.r.shards)-1 }
+
 // Reading tells the prefetcher that readers of the shard are at its sample j (bytes of its
 // members were read; j = Len: the end blocks): the shard's stream counts samples 0..j as
 // accessed. It returns the samples newly counted, [from, to): some were read from the page
