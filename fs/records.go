@@ -151,23 +151,31 @@ func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 	}
 	end := min(off+int64(len(dest)), size)
 	first, at := sh.Find(off), sh.Find(end-1)
+	t.looked(sh.ReadBegins(first))
 	last := min(at, sh.Len()-1)
 	blobs, failed, err := t.fs.recordBlobs(ctx, sh, first, last)
 	if err != nil {
+		t.looked(sh.ReadEnds(first, at, false))
 		return nil, t.fs.errno("read", sh.Sample(failed), err)
 	}
 	buf := dest[:end-off]
-	if err := sh.ReadAt(buf, off, func(j int) ([]byte, error) { return blobs[j-first], nil }); err != nil {
+	err = sh.ReadAt(buf, off, func(j int) ([]byte, error) { return blobs[j-first], nil })
+	t.looked(sh.ReadEnds(first, at, err == nil))
+	if err != nil {
 		return nil, t.fs.errno("read", sh.Sample(first), err)
 	}
 	t.fs.served(off, end)
-	from, to := sh.Reading(at)
+	return fuse.ReadResultData(buf), 0
+}
+
+// looked counts samples from..to-1 of the shard as read by the cache (Config.Looked):
+// readers passed them, reading their pushed pages or READing them.
+func (t *tarFile) looked(from, to int) {
 	if looked := t.fs.cfg.Looked; looked != nil {
 		for j := from; j < to; j++ {
-			looked(sh.Sample(j))
+			looked(t.sh.Sample(j))
 		}
 	}
-	return fuse.ReadResultData(buf), 0
 }
 
 // recordBlobs gets the blobs of samples first..last of sh (none if last < first), all at

@@ -250,9 +250,10 @@ func (p *Prefetcher) Access(src Stream, epoch uint64) { p.AccessN(src, epoch, 1)
 
 // AccessN reports n accesses at once: readers that read n samples of epoch of src while
 // only one of their lookups reached the filesystem (the others were looked up ahead for
-// them, package fs).
+// them, package fs). n may be 0: readers began to read src's epoch and have consumed
+// nothing more; a stream not known yet starts, issuing from the readers' position.
 func (p *Prefetcher) AccessN(src Stream, epoch uint64, n int) {
-	if p.closed.Load() || n <= 0 {
+	if p.closed.Load() || n < 0 {
 		return
 	}
 	s := p.stream(src, epoch)

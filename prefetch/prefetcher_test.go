@@ -113,6 +113,32 @@ func TestIssuesUpToTheWindow(t *testing.T) {
 	}
 }
 
+// TestAccessOfNoneStartsTheStream: readers that began to read an epoch and consumed
+// nothing yet (AccessN of 0: a record file's first READ, not answered yet) start its
+// stream, which issues from the epoch's start; counts that follow move it on as accesses do.
+func TestAccessOfNoneStartsTheStream(t *testing.T) {
+	f := newCountingFetch(100)
+	c := NewCache(fetchFunc(f.fetch), CacheOptions{MaxBytes: 1 << 30})
+	defer c.Close()
+	still := time.Now()
+	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, MaxInFlight: 1000, Now: func() time.Time { return still }})
+	defer p.Close()
+	order := rotated(1000)
+	p.AccessN(order, 0, 0)
+	settle(t, c)
+	if got := c.Stats().Prefetched; got != 32 {
+		t.Fatalf("prefetched %d samples after readers began, want the 32 positions of the first window", got)
+	}
+	if _, ok := c.Peek(order.Order(0)[0]); !ok {
+		t.Fatal("the epoch's first sample was not prefetched")
+	}
+	p.AccessN(order, 0, 10)
+	settle(t, c)
+	if got := c.Stats().Prefetched; got != 42 {
+		t.Errorf("prefetched %d samples after 10 accesses, want 42 (positions up to 9+32)", got)
+	}
+}
+
 // TestContinuesIntoNextEpoch: near the end of epoch N the window reaches into epoch N+1;
 // when readers get there, nothing is fetched twice.
 func TestContinuesIntoNextEpoch(t *testing.T) {

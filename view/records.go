@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cassfs/cassfs/prefetch"
@@ -170,8 +169,8 @@ type RecordShard struct {
 	off   []int64 // off[j]: where sample j's first header starts; off[n]: the end of its last member
 	json  []int32 // json[j]: the size of sample j's JSON member
 
-	reached atomic.Int64 // samples counted as accessed (Reading)
-	stream  *recordStream
+	reads  shardReads
+	stream *recordStream
 
 	idxOnce sync.Once
 	idx     []byte
@@ -447,24 +446,71 @@ func (sh *RecordShard) Key() Key { return sh.r.e.Key }
 // Last reports whether the shard is its record view's last.
 func (sh *RecordShard) Last() bool { return sh.K == len(sh.r.shards)-1 }
 
-// Reading tells the prefetcher that readers of the shard are at its sample j (bytes of its
-// members were read; j = Len: the end blocks): the shard's stream counts samples 0..j as
-// accessed. It returns the samples newly counted, [from, to): some were read from the page
-// cache, where the daemon sees no READ.
-func (sh *RecordShard) Reading(j int) (from, to int) {
-	j = min(j+1, sh.Len())
-	for {
-		old := sh.reached.Load()
-		if int64(j) <= old {
-			return int(old), int(old)
-		}
-		if sh.reached.CompareAndSwap(old, int64(j)) {
-			if p := sh.r.e.set.cfg.Progress; p != nil {
-				p.AccessN(sh.stream, sh.r.e.N, j-int(old))
-			}
-			return int(old), j
-		}
+// shardReads is what the READs of a shard told of its readers' progress (ReadBegins).
+type shardReads struct {
+	mu       sync.Mutex
+	reached  int         // samples counted as accessed
+	seen     int         // samples READs begun or answered show the readers past
+	inFlight map[int]int // the first sample of each READ in flight → how many
+}
+
+// ReadBegins tells the prefetcher that a READ of the shard from its sample first on
+// began, and ReadEnds (with the same first) that it was answered, having covered samples
+// up to at (at = Len: the end blocks), or failed. The shard's stream counts the samples
+// before first as accessed at once (the prefetcher goes on from first, which is not in
+// yet), and up to at once answered; but never past the first sample of a READ still in
+// flight. A reader reads a tar in order, but not one READ at a time: DALI reads a
+// batch's samples in parallel, and a READ far into the shard may be answered while the
+// kernel's READs of the samples before it wait. Counting those as read would leave them
+// to be fetched one READ at a time, a round trip each, behind the prefetcher's back. Both
+// return the samples newly counted, [from, to): some were read from the page cache,
+// where the daemon sees no READ. The first READ of a shard starts its stream (a count of
+// 0), so the prefetcher starts as the reader does, not when its first READ is answered.
+func (sh *RecordShard) ReadBegins(first int) (from, to int) {
+	rs := &sh.reads
+	rs.mu.Lock()
+	if rs.inFlight == nil {
+		rs.inFlight = map[int]int{}
 	}
+	rs.inFlight[first]++
+	rs.seen = max(rs.seen, min(first, sh.Len()))
+	return sh.advanceLocked(true)
+}
+
+// ReadEnds tells the prefetcher that a READ ReadBegins told of was answered (see there).
+func (sh *RecordShard) ReadEnds(first, at int, ok bool) (from, to int) {
+	rs := &sh.reads
+	rs.mu.Lock()
+	if rs.inFlight[first]--; rs.inFlight[first] <= 0 {
+		delete(rs.inFlight, first)
+	}
+	if ok {
+		rs.seen = max(rs.seen, min(at+1, sh.Len()))
+	}
+	return sh.advanceLocked(false)
+}
+
+// advanceLocked counts what rs now shows as accessed, and unlocks rs.mu; touch reports a
+// count of 0 as well, so that a stream not known yet starts.
+func (sh *RecordShard) advanceLocked(touch bool) (from, to int) {
+	rs := &sh.reads
+	c := rs.seen
+	for f := range rs.inFlight {
+		c = min(c, f)
+	}
+	old := rs.reached
+	if c < old || c == old && !(touch && old == 0) {
+		rs.mu.Unlock()
+		return old, old
+	}
+	rs.reached = c
+	rs.mu.Unlock()
+	// Outside the lock: the prefetcher issues under its own. Counts reported out of
+	// order still add up to reached.
+	if p := sh.r.e.set.cfg.Progress; p != nil {
+		p.AccessN(sh.stream, sh.r.e.N, c-old)
+	}
+	return old, c
 }
 
 // recordStream is the prefetch stream of one shard of a record view: its positions, and

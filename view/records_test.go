@@ -275,18 +275,45 @@ func TestRecordShardsReportProgress(t *testing.T) {
 	s := New(Config{Index: ix, Splits: []*splits.Split{splits.All(ix)}, Progress: rec, ShardBytes: 1 << 20})
 	e := s.Epoch(Key{Split: "all", Epoch: 4})
 	sh := e.Records().Shard(1)
-	if from, to := sh.Reading(0); from != 0 || to != 1 {
-		t.Fatalf("Reading(0) = %d, %d", from, to)
+	// The first READ starts the stream before it is answered, counting nothing.
+	if from, to := sh.ReadBegins(0); from != 0 || to != 0 || rec.starts != 1 {
+		t.Fatalf("ReadBegins(0) = %d, %d with %d starts", from, to, rec.starts)
 	}
-	if from, to := sh.Reading(3); from != 1 || to != 4 {
-		t.Fatalf("Reading(3) = %d, %d", from, to)
+	if from, to := sh.ReadEnds(0, 0, true); from != 0 || to != 1 {
+		t.Fatalf("ReadEnds(0, 0) = %d, %d", from, to)
 	}
-	if from, to := sh.Reading(2); from != 4 || to != 4 {
-		t.Fatalf("Reading(2) after 3 = %d, %d", from, to)
+	// A READ in flight counts the samples before it.
+	if from, to := sh.ReadBegins(3); from != 1 || to != 3 {
+		t.Fatalf("ReadBegins(3) = %d, %d", from, to)
 	}
-	sh.Reading(sh.Len())
+	// A READ answered further on counts nothing past a READ still in flight (DALI reads
+	// a batch's samples in parallel: the ones before wait for their blobs).
+	if from, to := sh.ReadBegins(9); from != 3 || to != 3 {
+		t.Fatalf("ReadBegins(9) with 3 in flight = %d, %d", from, to)
+	}
+	if from, to := sh.ReadEnds(9, 10, true); from != 3 || to != 3 {
+		t.Fatalf("ReadEnds(9, 10) with 3 in flight = %d, %d", from, to)
+	}
+	// Once it is answered, up to the furthest answered.
+	if from, to := sh.ReadEnds(3, 4, true); from != 3 || to != 11 {
+		t.Fatalf("ReadEnds(3, 4) after 9..10 = %d, %d", from, to)
+	}
+	// A failed READ counts nothing; an earlier one nothing either.
+	sh.ReadBegins(20)
+	if from, to := sh.ReadEnds(20, 30, false); from != 20 || to != 20 {
+		t.Fatalf("failed ReadEnds(20, 30) = %d, %d", from, to)
+	}
+	sh.ReadBegins(2)
+	if from, to := sh.ReadEnds(2, 2, true); from != 20 || to != 20 {
+		t.Fatalf("ReadEnds(2, 2) after 20 = %d, %d", from, to)
+	}
+	sh.ReadBegins(sh.Len())
+	sh.ReadEnds(sh.Len(), sh.Len(), true)
 	if len(rec.accesses) != sh.Len() || rec.accesses[0] != "all.wds/1 4" {
 		t.Fatalf("accesses %d (%v...), want %d of all.wds/1 4", len(rec.accesses), rec.accesses[:1], sh.Len())
+	}
+	if rec.starts != 1 {
+		t.Fatalf("%d starts, want 1", rec.starts)
 	}
 	for st := range rec.streams {
 		for _, epoch := range []uint64{4, 5} {

@@ -38,6 +38,7 @@ type recorder struct {
 	mu       sync.Mutex
 	accesses []string // "<stream> <epoch>"
 	streams  map[prefetch.Stream]bool
+	starts   int // AccessN of 0: readers began, nothing consumed
 }
 
 func (r *recorder) Access(s prefetch.Stream, epoch uint64) {
@@ -51,6 +52,11 @@ func (r *recorder) Access(s prefetch.Stream, epoch uint64) {
 }
 
 func (r *recorder) AccessN(s prefetch.Stream, epoch uint64, n int) {
+	if n == 0 {
+		r.mu.Lock()
+		r.starts++
+		r.mu.Unlock()
+	}
 	for range n {
 		r.Access(s, epoch)
 	}
