@@ -35,6 +35,9 @@ type PushStats struct {
 	ResidentReads int64
 	// Records counts blobs pushed into record files (records.go); their bytes are in Bytes.
 	Records int64
+	// TarsDropped counts record files of past epochs whose pages the kernel was told to
+	// let go (FS.dropPages).
+	TarsDropped int64
 }
 
 type pushCounters struct {
@@ -42,14 +45,14 @@ type pushCounters struct {
 	suspect, suspectSince                                         atomic.Int64 // READs of resident files since suspectSince (Unix ns)
 	checks, checkedGone, nearChecked                              atomic.Int64 // residency.go
 	residentReads                                                 atomic.Int64
-	records                                                       atomic.Int64
+	records, dropped                                              atomic.Int64
 }
 
 // PushStats returns the pushes so far.
 func (f *FS) PushStats() PushStats {
 	return PushStats{Pushed: f.push.pushed.Load(), Bytes: f.push.bytes.Load(), Unknown: f.push.unknown.Load(), Failed: f.push.failed.Load(), OverLimit: f.push.overLimit.Load(),
 		Resident: f.push.resident.Load(), Reclaims: f.push.reclaims.Load(), Checks: f.push.checks.Load(), CheckedGone: f.push.checkedGone.Load(), NearChecked: f.push.nearChecked.Load(),
-		ResidentReads: f.push.residentReads.Load(), Records: f.push.records.Load()}
+		ResidentReads: f.push.residentReads.Load(), Records: f.push.records.Load(), TarsDropped: f.push.dropped.Load()}
 }
 
 // Push writes sample i's bytes as the cache holds them (its blob, then its target's with

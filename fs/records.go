@@ -143,7 +143,9 @@ func (t *tarFile) OnForget() { t.fs.tars.remove(t) }
 
 func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	sh := t.sh
-	t.fs.tars.reading(t)
+	if old := t.fs.tars.reading(t); len(old) > 0 {
+		go t.fs.dropPages(old)
+	}
 	t.fs.recordRead(t)
 	size := sh.Size()
 	if off >= size {
@@ -231,11 +233,11 @@ func (s *tarSet) remove(t *tarFile) {
 }
 
 // reading records that t's shard is being read: the same shard of earlier epochs is
-// not, and leaves the set (the kernel keeps past epochs' tars, whose pages nobody reads
-// again: pushing a sample into each cost a warm epoch a copy per past epoch).
-func (s *tarSet) reading(t *tarFile) {
+// not, and leaves the set (pushing a sample into each cost a warm epoch a copy per past
+// epoch). It returns the tars that left, whose pages the caller lets go (dropPages).
+func (s *tarSet) reading(t *tarFile) (old []*tarFile) {
 	if t.read.Load() {
-		return
+		return nil
 	}
 	t.read.Store(true)
 	s.mu.Lock()
@@ -245,12 +247,36 @@ func (s *tarSet) reading(t *tarFile) {
 	}
 	if e, ok := s.newest[t.sh.Stream()]; !ok || e < t.sh.Epoch() {
 		s.newest[t.sh.Stream()] = t.sh.Epoch()
-		for ino, old := range s.byIno {
-			if old.sh.Stream() == t.sh.Stream() && old.sh.Epoch() < t.sh.Epoch() {
+		for ino, o := range s.byIno {
+			if o.sh.Stream() == t.sh.Stream() && o.sh.Epoch() < t.sh.Epoch() {
 				delete(s.byIno, ino)
+				old = append(old, o)
 			}
 		}
 		s.n.Store(int32(len(s.byIno)))
+	}
+	return old
+}
+
+// dropPages has the kernel let go of the page cache of tars readers moved on from. Nobody
+// reads a past epoch's tars again, and the kernel would keep them until memory ran short:
+// an epoch's worth of pages each, which a long training run would stack up, pressing on
+// everything else the machine caches (the database's files among them); and the pushes
+// of later epochs then fill fresh memory (without this, a warm epoch's daemon CPU grew
+// threefold from the fourth epoch on, nearly all of it the kernel's copy: the journal,
+// "past epochs' tars let go"). A tar read again after all is
+// rendered from the blobs. Run off the READ that found them: the kernel waits for each
+// page's lock, which a READ of the old tar still in flight may hold.
+func (f *FS) dropPages(tars []*tarFile) {
+	s := f.server.Load()
+	if s == nil {
+		return
+	}
+	for _, t := range tars {
+		// Offset 0, length 0: every page (fuse_reverse_inval_inode, fs/fuse/inode.c).
+		if st := s.InodeNotify(t.ino, 0, 0); st == fuse.OK {
+			f.push.dropped.Add(1)
+		}
 	}
 }
 

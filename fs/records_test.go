@@ -244,7 +244,7 @@ func TestRecordReadOfAMissingBlobFails(t *testing.T) {
 // TestNextEpochTarsPushedBetweenEpochs: once readers got to an epoch's last shard and the
 // mount is quiet, the helper looks the next epoch's tars up and the daemon pushes every
 // blob it holds into them: that epoch then reads with little READ but the probes' pages,
-// its bytes right.
+// its bytes right. Once it is read, the kernel lets go of the epoch before's tar.
 func TestNextEpochTarsPushedBetweenEpochs(t *testing.T) {
 	f := newFixtureSized(t, 96, classes, memstore.Options{}, nil, nil, func(i int) int { return 700 + 3*i })
 	mnt, fsys, _, stop := lookaheadMountWith(t, f, false, cfs.LookaheadOptions{Distance: 64, NextEpoch: 20 * time.Millisecond})
@@ -275,4 +275,14 @@ func TestNextEpochTarsPushedBetweenEpochs(t *testing.T) {
 		t.Errorf("epoch 1's tar, pushed between epochs, READ %d of its %d bytes, want at most a tenth (its probes' pages)", got, len(data))
 	}
 	checkShard(t, f, data, testkit.Must(os.ReadFile(strings.TrimSuffix(tarOf("1"), ".tar")+".idx"))(t))
+	// Epoch 1 read, epoch 0's tar is let go: read again, it is READ (and rendered) whole.
+	for deadline := time.Now().Add(10 * time.Second); fsys.PushStats().TarsDropped < 1 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before = read()
+	old := testkit.Must(os.ReadFile(tarOf("0")))(t)
+	if got := read() - before; got < int64(len(old))/2 {
+		t.Errorf("epoch 0's tar, after epoch 1's was read, READ %d of its %d bytes, want it let go (%d tars dropped)", got, len(old), fsys.PushStats().TarsDropped)
+	}
+	checkShard(t, f, old, testkit.Must(os.ReadFile(strings.TrimSuffix(tarOf("0"), ".tar")+".idx"))(t))
 }

@@ -223,6 +223,10 @@ func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["resident"])), humanize.Comma(int64(f.value("cassfs_page_cache_resident_reads_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_reclaims_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checked_gone_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checks_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_nearing_checked_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])), humanize.Comma(int64(res["over_limit"])),
 			humanize.Comma(int64(f.value("cassfs_lookahead_names_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_pushes_lost_total"))),
 			humanize.Comma(int64(f.value("cassfs_reader_listed_names_total"))))
+		if n := f.value("cassfs_record_pushes_total"); n > 0 {
+			fmt.Fprintf(&w, "  records   %s samples pushed into record files; %s past epochs' files let go\n",
+				humanize.Comma(int64(n)), humanize.Comma(int64(f.value("cassfs_record_files_dropped_total"))))
+		}
 	} else {
 		before.missing = append(before.missing, "cassfs_page_cache_pushes_total")
 	}
