@@ -30,7 +30,13 @@ import (
 
 // probeEvery is how often a shard's sample leaves its first page to a READ: one READ per
 // probeEvery samples tells the prefetcher where the readers are (see above). A reader
-// about a window ahead of the prefetcher at every probe is never starved.
+// about a window ahead of the prefetcher at every probe is never starved. A tar pushed
+// between epochs (records_ahead.go) holds every blob the cache held: there a probe is the
+// reader's only request, a synchronous round trip through the daemon on cores the reader
+// shares, and the prefetcher has little left to follow; such a tar leaves one sample in
+// view.AheadEvery·probeEvery, as an epoch's names bound between epochs do (FS doc); so
+// does every tar of an epoch after the one readers are in (tarSet.every), whichever
+// push reaches it first.
 const probeEvery = 32
 
 // recordsDir is an epoch's record view: epoch-N.wds/.
@@ -213,6 +219,12 @@ type tarSet struct {
 	byIno map[uint64]*tarFile // guarded by mu
 	// newest is the latest epoch whose tar of each shard's stream was read (guarded by mu).
 	newest map[string]uint64
+	// past holds the tars that left the set for a later epoch's, whose pages the kernel
+	// still has (guarded by mu; FS.dropPages).
+	past []*tarFile
+	// epoch is the latest epoch of each record view (its key with epoch 0) whose tars
+	// were read (guarded by mu): a tar of a later one is pushed ahead of its readers.
+	epoch map[view.Key]uint64
 }
 
 func (s *tarSet) add(t *tarFile) {
@@ -234,7 +246,9 @@ func (s *tarSet) remove(t *tarFile) {
 
 // reading records that t's shard is being read: the same shard of earlier epochs is
 // not, and leaves the set (pushing a sample into each cost a warm epoch a copy per past
-// epoch). It returns the tars that left, whose pages the caller lets go (dropPages).
+// epoch); their pages are let go in the next quiet time (takePast). It returns the past
+// tars two epochs or more before t's, for readers that leave no quiet time: those the
+// caller lets go at once (dropPages).
 func (s *tarSet) reading(t *tarFile) (old []*tarFile) {
 	if t.read.Load() {
 		return nil
@@ -243,19 +257,54 @@ func (s *tarSet) reading(t *tarFile) (old []*tarFile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.newest == nil {
-		s.newest = map[string]uint64{}
+		s.newest, s.epoch = map[string]uint64{}, map[view.Key]uint64{}
 	}
+	k := t.sh.Key()
+	k.Epoch = 0
+	s.epoch[k] = max(s.epoch[k], t.sh.Epoch())
 	if e, ok := s.newest[t.sh.Stream()]; !ok || e < t.sh.Epoch() {
 		s.newest[t.sh.Stream()] = t.sh.Epoch()
 		for ino, o := range s.byIno {
 			if o.sh.Stream() == t.sh.Stream() && o.sh.Epoch() < t.sh.Epoch() {
 				delete(s.byIno, ino)
-				old = append(old, o)
+				s.past = append(s.past, o)
 			}
 		}
 		s.n.Store(int32(len(s.byIno)))
 	}
+	kept := s.past[:0]
+	for _, o := range s.past {
+		if o.sh.Stream() == t.sh.Stream() && o.sh.Epoch()+2 <= t.sh.Epoch() {
+			old = append(old, o)
+		} else {
+			kept = append(kept, o)
+		}
+	}
+	s.past = kept
 	return old
+}
+
+// every is how often t's samples leave their first page to a READ: one in probeEvery
+// in an epoch readers are in (or none read yet), one in view.AheadEvery·probeEvery in a
+// later one, whose pushes go ahead of its readers (see probeEvery).
+func (s *tarSet) every(t *tarFile) int {
+	k := t.sh.Key()
+	k.Epoch = 0
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.epoch[k]; ok && t.sh.Epoch() > e {
+		return view.AheadEvery * probeEvery
+	}
+	return probeEvery
+}
+
+// takePast returns the tars that left the set and empties the list.
+func (s *tarSet) takePast() []*tarFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	past := s.past
+	s.past = nil
+	return past
 }
 
 // dropPages has the kernel let go of the page cache of tars readers moved on from. Nobody
@@ -264,9 +313,12 @@ func (s *tarSet) reading(t *tarFile) (old []*tarFile) {
 // everything else the machine caches (the database's files among them); and the pushes
 // of later epochs then fill fresh memory (without this, a warm epoch's daemon CPU grew
 // threefold from the fourth epoch on, nearly all of it the kernel's copy: the journal,
-// "past epochs' tars let go"). A tar read again after all is
-// rendered from the blobs. Run off the READ that found them: the kernel waits for each
-// page's lock, which a READ of the old tar still in flight may hold.
+// "past epochs' tars let go"). A tar read again after all is rendered from the blobs.
+// Letting go of pages costs CPU too (the kernel locks and frees each page:
+// invalidate_inode_pages2_range), so it is done in the quiet time between epochs, before
+// the next epoch's pushes (recordsQuiet), not while readers read; and never on a READ's
+// own goroutine: the kernel waits for each page's lock, which a READ of the old tar may
+// hold.
 func (f *FS) dropPages(tars []*tarFile) {
 	s := f.server.Load()
 	if s == nil {
@@ -341,15 +393,15 @@ func (f *FS) pushRecords(i uint32, data []byte) bool {
 			pushed = true // pushed between epochs (records_ahead.go)
 			continue
 		}
-		pushed = f.pushTar(t, at[k], data) || pushed
+		pushed = f.pushTar(t, at[k], data, f.tars.every(t)) || pushed
 	}
 	return pushed
 }
 
 // pushTar pushes the pages of t that sample j's bytes complete: its own whole pages, and
 // a page shared with a neighbour whose blob the cache holds (Config.Peek). The first page
-// of every probeEvery-th sample is left to its READ.
-func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
+// of one sample in every is left to its READ.
+func (f *FS) pushTar(t *tarFile, j int, data []byte, every int) bool {
 	s := f.server.Load()
 	if s == nil {
 		return false
@@ -416,7 +468,7 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte) bool {
 	// Probes' first pages are left out.
 	var probes []int64
 	for k := sh.Find(lo); k < sh.Len() && sh.Start(k) < hi; k++ {
-		if p := sh.Start(k) &^ (page - 1); k%probeEvery == 0 && p >= lo {
+		if p := sh.Start(k) &^ (page - 1); k%every == 0 && p >= lo {
 			probes = append(probes, p)
 		}
 	}

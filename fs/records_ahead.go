@@ -87,6 +87,9 @@ func (f *FS) recordsQuiet() {
 		}
 	}
 	a.mu.Unlock()
+	// The epochs before the one that ended are let go first: the pages they free are the
+	// next epoch's pushes' to take.
+	f.dropPages(f.tars.takePast())
 	for n, k := range next {
 		r := f.views.Epoch(k).Records() // computed outside every lock
 		var lines []string
@@ -122,7 +125,7 @@ func (f *FS) tarLookedUp(tl tarLook) {
 	}
 	for j := range t.sh.Len() {
 		if data, ok := f.cfg.Peek(t.sh.Sample(j)); ok && !t.done.Has(uint32(j)) {
-			f.pushTar(t, j, data)
+			f.pushTar(t, j, data, f.tars.every(t))
 		}
 	}
 }
