@@ -3,6 +3,8 @@ package fs
 import (
 	"time"
 
+	"github.com/cassfs/cassfs/internal/bitset"
+	"github.com/cassfs/cassfs/view"
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
 
@@ -83,4 +85,14 @@ func (f *FS) EpochLinks(split, epoch string) int {
 		}
 	}
 	return n
+}
+
+// Claims is what READs of a record shard's bytes claim of its samples (tarFile.claim):
+// claim(off, end) marks and returns the samples a READ of [off, end) fills whole;
+// unclaim gives them back.
+func Claims(sh *view.RecordShard) (claim func(off, end int64) []uint32, unclaim func([]uint32)) {
+	t := &tarFile{sh: sh, done: bitset.New(sh.Len())}
+	return func(off, end int64) []uint32 {
+		return t.claim(off, end, sh.Find(off), min(sh.Find(end-1), sh.Len()-1))
+	}, t.unclaim
 }

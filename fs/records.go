@@ -97,8 +97,9 @@ type tarFile struct {
 	ino  uint64
 	pos  map[uint32]int // sample → its index in the shard, for pushes
 	read atomic.Bool    // a READ came (tarSet.reading)
-	// done has bit j set once sample j's pages were pushed: a later push of it (the
-	// prefetcher's, after the tar was pushed between epochs) is skipped.
+	// done has bit j set once sample j's pages were pushed, or a READ covering them whole
+	// began (claim): a later push of it (the prefetcher's, after the tar was pushed
+	// between epochs, or as its blob comes for that READ) is skipped.
 	done bitset.Set
 }
 
@@ -161,8 +162,10 @@ func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 	first, at := sh.Find(off), sh.Find(end-1)
 	t.looked(sh.ReadBegins(first))
 	last := min(at, sh.Len()-1)
+	claimed := t.claim(off, end, first, last)
 	blobs, failed, err := t.fs.recordBlobs(ctx, sh, first, last)
 	if err != nil {
+		t.unclaim(claimed)
 		t.looked(sh.ReadEnds(first, at, false))
 		return nil, t.fs.errno("read", sh.Sample(failed), err)
 	}
@@ -170,10 +173,37 @@ func (t *tarFile) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off
 	err = sh.ReadAt(buf, off, func(j int) ([]byte, error) { return blobs[j-first], nil })
 	t.looked(sh.ReadEnds(first, at, err == nil))
 	if err != nil {
+		t.unclaim(claimed)
 		return nil, t.fs.errno("read", sh.Sample(first), err)
 	}
 	t.fs.served(off, end)
 	return fuse.ReadResultData(buf), 0
+}
+
+// claim marks the samples of first..last whose bytes lie wholly in [off, end) as done
+// (tarFile.done): this READ fills their pages, and a push of their blobs as they arrive
+// would copy the same bytes again, into pages the READ holds locked until it is answered
+// (a reader at the prefetcher's frontier READs a tenth to a sixth of a cold epoch's bytes
+// at a fast link). It returns the samples it marked, for unclaim if the READ fails.
+func (t *tarFile) claim(off, end int64, first, last int) (claimed []uint32) {
+	sh := t.sh
+	for j := first; j <= last; j++ {
+		to := sh.Start(j + 1)
+		if j == sh.Len()-1 {
+			to = sh.Size()
+		}
+		if sh.Start(j) >= off && to <= end && t.done.Add(uint32(j)) {
+			claimed = append(claimed, uint32(j))
+		}
+	}
+	return claimed
+}
+
+// unclaim: the READ that claimed the samples failed, and their blobs' pushes may come.
+func (t *tarFile) unclaim(claimed []uint32) {
+	for _, j := range claimed {
+		t.done.Put(j, false)
+	}
 }
 
 // looked counts samples from..to-1 of the shard as read by the cache (Config.Looked):

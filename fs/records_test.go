@@ -206,6 +206,33 @@ func TestRecordBytesArePushedAhead(t *testing.T) {
 	checkShard(t, f, got, testkit.Must(os.ReadFile(strings.TrimSuffix(path, ".tar")+".idx"))(t))
 }
 
+// TestRecordReadsClaimWholeSamples: a READ claims the samples whose bytes it covers
+// whole (their pushes would copy the same bytes again), not those it covers in part;
+// a sample is claimed once; a failed READ gives its claims back.
+func TestRecordReadsClaimWholeSamples(t *testing.T) {
+	f := newFixtureSized(t, 40, classes, memstore.Options{}, nil, nil, func(i int) int { return 3000 + 11*i })
+	sh := view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}, ShardBytes: 1 << 20}).
+		Epoch(view.Key{Split: "all"}).Records().Shard(0)
+	claim, unclaim := cfs.Claims(sh)
+	// From the middle of sample 2 to the end of sample 6: samples 3..6 whole.
+	got := claim(sh.Start(2)+100, sh.Start(7))
+	if len(got) != 4 || got[0] != 3 || got[3] != 6 {
+		t.Fatalf("a READ from inside sample 2 to the end of 6 claimed %v, want 3..6", got)
+	}
+	if again := claim(sh.Start(3), sh.Start(5)); len(again) != 0 {
+		t.Fatalf("claimed again: %v", again)
+	}
+	unclaim(got)
+	if back := claim(sh.Start(3), sh.Start(4)); len(back) != 1 || back[0] != 3 {
+		t.Fatalf("after unclaim, a READ of sample 3 claimed %v", back)
+	}
+	// The last sample with the end blocks.
+	n := sh.Len()
+	if last := claim(sh.Start(n-1), sh.Size()); len(last) != 1 || last[0] != uint32(n-1) {
+		t.Fatalf("a READ of the last sample and the end blocks claimed %v, want [%d]", last, n-1)
+	}
+}
+
 // TestRecordReadOfAMissingBlobFails: a READ covering bytes of a blob the store cannot
 // give (missing, or corrupt: both fail the fetch) fails with EIO; the tar's other ranges
 // read, and the index needs no blob.
