@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh — the whole path on this machine: a local Cassandra, a generated dataset ingested
 # into it, train/val/test splits made by patient, the dataset mounted, an epoch listed, a
-# DALI pipeline (CPU) reading the training split, and one rank's shard of it.
+# DALI pipeline (CPU) reading the training split, the same epoch read as WebDataset
+# shards, and one rank's shard of it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
@@ -50,6 +51,17 @@ distinct = len({x["sha256"] for x in s})
 print(f"DALI read and decoded {len(s)} images, {distinct} distinct")
 print("labels:", dict(sorted(collections.Counter(x["label"] for x in s).items())))
 print("first shapes:", [tuple(x["shape"]) for x in s[:3]])
+PY
+
+step "train/epoch-0.wds: the same epoch as WebDataset shards, in its order, with DALI index files"
+ls -l "$MNT/train/epoch-0.wds"
+tar -tvf "$MNT/train/epoch-0.wds/shard-00000.tar" | sed -n 1,3p
+"$PY" "$HERE/readers/wds_read.py" dali --index "$MNT"/train/epoch-0.wds/*.tar >"$DATA/wds.json"
+"$PY" - "$DATA/wds.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["samples"]
+labels = sorted({x["label"] for x in s})
+print(f"DALI fn.readers.webdataset read {len(s)} samples, labels {labels}; the first is {s[0]['name']}")
 PY
 
 step "4 ranks of a node, one mount: train/shard-R-of-4/ holds rank R's quarter of every epoch"
