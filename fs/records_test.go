@@ -271,9 +271,10 @@ func TestRecordReadOfAMissingBlobFails(t *testing.T) {
 // TestNextEpochTarsPushedBetweenEpochs: once readers got to an epoch's last shard and the
 // mount is quiet, the helper looks the next epoch's tars up and the daemon pushes every
 // blob it holds into them: that epoch then reads with little READ but the probes' pages,
-// its bytes right. Once it is read, the kernel lets go of the epoch before's tar.
+// its bytes right, and one sample in AheadEvery·ProbeEvery a probe. Once it is read, the
+// kernel lets go of the epoch before's tar.
 func TestNextEpochTarsPushedBetweenEpochs(t *testing.T) {
-	f := newFixtureSized(t, 96, classes, memstore.Options{}, nil, nil, func(i int) int { return 700 + 3*i })
+	f := newFixtureSized(t, 640, classes, memstore.Options{}, nil, nil, func(i int) int { return 700 + 3*i })
 	mnt, fsys, _, stop := lookaheadMountWith(t, f, false, cfs.LookaheadOptions{Distance: 64, NextEpoch: 20 * time.Millisecond})
 	defer stop()
 	tarOf := func(epoch string) string { return filepath.Join(mnt, "all", "epoch-"+epoch+".wds", "shard-00000.tar") }
@@ -296,10 +297,16 @@ func TestNextEpochTarsPushedBetweenEpochs(t *testing.T) {
 	// Bytes READ, not READs: pages pushed and reclaimed since (the machine's proactive
 	// reclaim takes cold pages) come by READs, a few pages each.
 	read := func() int64 { return fsys.Stats().Bytes }
-	before := read()
+	reads := func() int64 { return fsys.RequestStats()["read"] }
+	before, readsBefore := read(), reads()
 	data := testkit.Must(os.ReadFile(tarOf("1")))(t)
 	if got := read() - before; got > int64(len(data))/10 {
 		t.Errorf("epoch 1's tar, pushed between epochs, READ %d of its %d bytes, want at most a tenth (its probes' pages)", got, len(data))
+	}
+	// Pushed ahead of its readers, it leaves one sample in AheadEvery·ProbeEvery to READs,
+	// not one in ProbeEvery (a few more for pages reclaimed since).
+	if got, probes := reads()-readsBefore, f.ix.Len()/(view.AheadEvery*cfs.ProbeEvery); got > int64(2*probes) {
+		t.Errorf("epoch 1's tar, pushed between epochs, took %d READs, want about %d (one sample in %d a probe)", got, probes, view.AheadEvery*cfs.ProbeEvery)
 	}
 	checkShard(t, f, data, testkit.Must(os.ReadFile(strings.TrimSuffix(tarOf("1"), ".tar")+".idx"))(t))
 	// Epoch 1 read, epoch 0's tar is let go: read again, it is READ (and rendered) whole.
