@@ -423,15 +423,16 @@ func (f *FS) pushRecords(i uint32, data []byte) bool {
 			pushed = true // pushed between epochs (records_ahead.go)
 			continue
 		}
-		pushed = f.pushTar(t, at[k], data, f.tars.every(t)) || pushed
+		pushed = f.pushTar(t, at[k], data, f.tars.every(t), nil) || pushed
 	}
 	return pushed
 }
 
 // pushTar pushes the pages of t that sample j's bytes complete: its own whole pages, and
-// a page shared with a neighbour whose blob the cache holds (Config.Peek). The first page
-// of one sample in every is left to its READ.
-func (f *FS) pushTar(t *tarFile, j int, data []byte, every int) bool {
+// a page shared with a neighbour whose blob the cache holds (Config.Peek) or near holds
+// (by index in the shard; may be nil). The first page of one sample in every is left to
+// its READ.
+func (f *FS) pushTar(t *tarFile, j int, data []byte, every int, near map[int][]byte) bool {
 	s := f.server.Load()
 	if s == nil {
 		return false
@@ -444,6 +445,10 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte, every int) bool {
 	}
 	blobs := map[int][]byte{j: data}
 	held := func(k int) bool {
+		if b, ok := near[k]; ok {
+			blobs[k] = b
+			return true
+		}
 		if f.cfg.Peek == nil {
 			return false
 		}
