@@ -152,6 +152,7 @@ func (f *FS) tarLookedUp(tl tarLook) {
 			if data, ok = f.tierBlob(i, spare); !ok {
 				continue
 			}
+			spare = nil // data may be in it: j+1's push renders the page they share from it
 			read[j] = data
 		}
 		f.pushTar(t, j, data, every, read)
