@@ -169,7 +169,7 @@ func (f *FS) tierBlob(i uint32, buf []byte) ([]byte, bool) {
 	if f.cfg.Backing == nil {
 		return nil, false
 	}
-	n := f.ix.Size(i)
+	n := f.ix.BlobSize(i) // with targets, the target follows the blob, as in the cache
 	if f.recAhead.tierRoom.Add(-n) < 0 {
 		return nil, false
 	}

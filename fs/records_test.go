@@ -210,48 +210,64 @@ func TestRecordBytesArePushedAhead(t *testing.T) {
 // holds (Config.Backing) are pushed into the next epoch's tars between epochs, pages
 // shared by neighbours read from it included: that epoch reads with little READ. With a
 // third of the blobs missing from the tier, the rest is pushed and every byte is right
-// (a neighbour's blob is never overwritten by the next read before its shared page went).
+// (a neighbour's blob is never overwritten by the next read before its shared page went);
+// with targets, which follow their blobs in the tier's files, too.
 func TestNextEpochTarsPushedFromTheDiskTier(t *testing.T) {
-	f := newFixtureSized(t, 200, classes, memstore.Options{}, nil, nil, func(i int) int { return 900 + 5*i })
-	dir := t.TempDir()
-	for i := range f.ix.Len() {
-		blob := testkit.Must(f.st.Get(t.Context(), f.ix.ID(uint32(i)), nil))(t)
-		if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), blob.Data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, missing := range []bool{false, true} {
-		tier := backingFunc(func(i uint32) (*os.File, bool) {
-			if missing && i%3 == 0 {
-				return nil, false
-			}
-			fl, err := os.Open(filepath.Join(dir, strconv.Itoa(int(i))))
-			return fl, err == nil
-		})
-		mnt, fsys, _, stop := lookaheadMountWith(t, f, false, cfs.LookaheadOptions{Distance: 64, NextEpoch: 20 * time.Millisecond}, func(c *cfs.Config) {
-			c.Peek = func(uint32) ([]byte, bool) { return nil, false } // memory holds nothing
-			c.Backing = tier
-		})
-		tarOf := func(epoch string) string { return filepath.Join(mnt, "all", "epoch-"+epoch+".wds", "shard-00000.tar") }
-		testkit.Must(os.ReadFile(tarOf("0")))(t)
-		want := int64(f.ix.Len())
-		if missing {
-			want += int64(f.ix.Len()) / 2
-		}
-		last, since := fsys.PushStats().Records, time.Now()
-		for deadline := time.Now().Add(10 * time.Second); (last < want || time.Since(since) < 300*time.Millisecond) && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-			if r := fsys.PushStats().Records; r != last {
-				last, since = r, time.Now()
+	plain := newFixtureSized(t, 200, classes, memstore.Options{}, nil, nil, func(i int) int { return 900 + 5*i })
+	for _, f := range []*fixture{plain, targetFixture(t, 120, memstore.Options{})} {
+		dir := t.TempDir()
+		blobs := make([][]byte, f.ix.Len())
+		fetch := prefetch.StoreFetch(f.st, f.ix) // as the cache and the tier hold it: the target after the blob
+		for i := range f.ix.Len() {
+			blobs[i] = testkit.Must(fetch.Fetch(t.Context(), uint32(i)))(t)
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), blobs[i], 0o644); err != nil {
+				t.Fatal(err)
 			}
 		}
-		before := fsys.Stats().Bytes
-		data := testkit.Must(os.ReadFile(tarOf("1")))(t)
-		if got := fsys.Stats().Bytes - before; !missing && got > int64(len(data))/10 {
-			t.Errorf("epoch 1's tar, pushed from the disk tier between epochs, READ %d of its %d bytes, want at most a tenth (%d records pushed)", got, len(data), last)
+		for _, missing := range []bool{false, true} {
+			tier := backingFunc(func(i uint32) (*os.File, bool) {
+				if missing && i%3 == 0 {
+					return nil, false
+				}
+				fl, err := os.Open(filepath.Join(dir, strconv.Itoa(int(i))))
+				return fl, err == nil
+			})
+			mnt, fsys, _, stop := lookaheadMountWith(t, f, false, cfs.LookaheadOptions{Distance: 64, NextEpoch: 20 * time.Millisecond}, func(c *cfs.Config) {
+				c.Peek = func(uint32) ([]byte, bool) { return nil, false } // memory holds nothing
+				c.Backing = tier
+			})
+			tarOf := func(epoch string) string { return filepath.Join(mnt, "all", "epoch-"+epoch+".wds", "shard-00000.tar") }
+			testkit.Must(os.ReadFile(tarOf("0")))(t)
+			// What epoch 1's tar holds: the layout the mount shows (its members' time is
+			// the mount's), rendered from the store's blobs.
+			mtime := testkit.Must(os.Stat(tarOf("1")))(t).ModTime()
+			sh := view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}, ModTime: mtime}).
+				Epoch(view.Key{Split: "all", Epoch: 1}).Records().Shard(0)
+			want := make([]byte, sh.Size())
+			testkit.Check(t, sh.ReadAt(want, 0, func(j int) ([]byte, error) { return blobs[sh.Sample(j)], nil }))
+			// The pushes between epochs start 20 ms after the last READ: wait until they end.
+			last, since := fsys.PushStats().Records, time.Now()
+			for deadline := time.Now().Add(10 * time.Second); time.Since(since) < 300*time.Millisecond && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+				if r := fsys.PushStats().Records; r != last {
+					last, since = r, time.Now()
+				}
+			}
+			before := fsys.Stats().Bytes
+			data := testkit.Must(os.ReadFile(tarOf("1")))(t)
+			if got := fsys.Stats().Bytes - before; !missing && got > int64(len(data))/10 {
+				t.Errorf("epoch 1's tar, pushed from the disk tier between epochs, READ %d of its %d bytes, want at most a tenth (%d records pushed)", got, len(data), last)
+			}
+			if !bytes.Equal(data, want) {
+				k := 0
+				for k < min(len(data), len(want)) && data[k] == want[k] {
+					k++
+				}
+				t.Errorf("epoch 1's tar (targets %v, a third missing from the tier %v) differs from what it holds from byte %d (sample %d) on; %d records pushed",
+					f.ix.HasTargets(), missing, k, sh.Find(int64(k)), last)
+			}
+			stop()
 		}
-		checkShard(t, f, data, testkit.Must(os.ReadFile(strings.TrimSuffix(tarOf("1"), ".tar")+".idx"))(t))
-		stop()
 	}
 }
 

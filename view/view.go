@@ -147,6 +147,9 @@ type Config struct {
 	// ShardBytes is the size a shard of a record view aims at (default DefaultShardBytes;
 	// see records.go).
 	ShardBytes int64
+	// ModTime is the time of every entry and of every record file's members (default: when
+	// the set is made, to the second); a record file made with the same one is the same bytes.
+	ModTime time.Time
 }
 
 // Key names one epoch view: epoch Epoch of split Split, rank Shard's part of it (the zero
@@ -214,7 +217,10 @@ func New(cfg Config) *Set {
 		limit:      cfg.EpochViews * max(cfg.Index.Len(), 1),
 		streams:    streams,
 		binding:    strictBinding{},
-		modTime:    time.Now().Truncate(time.Second),
+		modTime:    cfg.ModTime,
+	}
+	if s.modTime.IsZero() {
+		s.modTime = time.Now().Truncate(time.Second)
 	}
 	// The count bound is loose: the weight (positions) is what evicts (Set.Epoch), and
 	// every view leaving, for either reason, takes its weight with it.
