@@ -124,17 +124,24 @@ func TestAccessOfNoneStartsTheStream(t *testing.T) {
 	p := NewPrefetcher(c, Options{Size: sizeOf, InitialWindow: 8, MaxWindow: 64, MaxInFlight: 1000, Now: func() time.Time { return still }})
 	defer p.Close()
 	order := rotated(1000)
+	// prefetched waits for want prefetches to have come (a fetch counts once it ran), and
+	// for nothing more to be in flight, and returns how many there were.
+	prefetched := func(want int64) int64 {
+		for deadline := time.Now().Add(10 * time.Second); c.Stats().Prefetched < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		settle(t, c)
+		return c.Stats().Prefetched
+	}
 	p.AccessN(order, 0, 0)
-	settle(t, c)
-	if got := c.Stats().Prefetched; got != 32 {
+	if got := prefetched(32); got != 32 {
 		t.Fatalf("prefetched %d samples after readers began, want the 32 positions of the first window", got)
 	}
 	if _, ok := c.Peek(order.Order(0)[0]); !ok {
 		t.Fatal("the epoch's first sample was not prefetched")
 	}
 	p.AccessN(order, 0, 10)
-	settle(t, c)
-	if got := c.Stats().Prefetched; got != 42 {
+	if got := prefetched(42); got != 42 {
 		t.Errorf("prefetched %d samples after 10 accesses, want 42 (positions up to 9+32)", got)
 	}
 }
