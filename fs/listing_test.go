@@ -3,6 +3,7 @@ package fs_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,5 +91,54 @@ func TestLargeListingsMakeNoNodes(t *testing.T) {
 		if len(entries) != n || plus == 0 || looked != 0 {
 			t.Errorf("%s: %d entries in %d READDIRPLUS, %d samples looked up; want %d entries, none looked up", dir, len(entries), plus, looked, n)
 		}
+	}
+}
+
+// TestStreamsLetTheMountGo: a stream left short of its directory's end (readers stopped
+// halfway through the epoch) does not keep its directory open: once its last chunk is
+// read the helper holds no descriptor under the mount, so an unmount from outside
+// (umount, fusermount -u) succeeds. Readers coming back go on with the streams from where
+// they stood: the rest of the epoch costs as few LOOKUPs and chunks as if they had not
+// stopped.
+func TestStreamsLetTheMountGo(t *testing.T) {
+	const n, every = 1200, 16
+	f := newFixture(t, n, classes, memstore.Options{Latency: func(uuid.UUID) time.Duration { return time.Millisecond }})
+	mnt, fsys, _, stop := lookaheadMountWith(t, f, true, cfs.LookaheadOptions{Distance: 64, Every: every, Stream: func() bool { return true }})
+	defer stop()
+	paths := epochPaths(t, mnt, "0")
+	for _, p := range paths[:n/2] {
+		testkit.Must(os.ReadFile(p))(t)
+	}
+	if plus := fsys.RequestStats()["readdirplus"]; plus == 0 {
+		t.Fatalf("no READDIRPLUS in the first half of the epoch: no stream to close")
+	}
+	// Descriptors of this process (the helper runs in it) under the mount.
+	openUnder := func() (held []string) {
+		fds := testkit.Must(os.ReadDir("/proc/self/fd"))(t)
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(l, mnt+"/") {
+				held = append(held, l)
+			}
+		}
+		return held
+	}
+	deadline := time.Now().Add(time.Second)
+	for len(openUnder()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if held := openUnder(); len(held) > 0 {
+		t.Errorf("a second after the readers stopped, the helper still holds %v open: an unmount from outside would fail", held)
+	}
+	req := fsys.RequestStats()
+	for _, p := range paths[n/2:] {
+		testkit.Must(os.ReadFile(p))(t)
+	}
+	lookups, plus := fsys.RequestStats()["lookup"]-req["lookup"], fsys.RequestStats()["readdirplus"]-req["readdirplus"]
+	t.Logf("the epoch's second half: %d LOOKUPs, %d READDIRPLUS (first half %d)", lookups, plus, req["readdirplus"])
+	// The probes (n/2/every) and the names within Every of the reader as the streams come
+	// back; as many chunks as the first half, give or take one a class (a stream started
+	// over reads the first half's chunks again).
+	if plus == 0 || lookups > n/8 || plus > req["readdirplus"]+int64(len(classes)) {
+		t.Errorf("the epoch's second half after the streams were closed: %d LOOKUPs, %d READDIRPLUS for %d files (the first half's %d); want the streams to go on from where they stood", lookups, plus, n/2, req["readdirplus"])
 	}
 }

@@ -359,8 +359,7 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	defer unix.Close(dir)
 	base := path.Base(root) + "/"
 	reqs := make(chan string, 1024)
-	streams := &dirStreams{fds: map[string]*dirStream{}}
-	defer streams.closeAll()
+	streams := newDirStreams()
 	var wmu sync.Mutex
 	w := bufio.NewWriter(out)
 	var wg sync.WaitGroup
@@ -507,73 +506,88 @@ func (la *lookahead) bindListed(ctx context.Context, d *classDir, e *view.Epoch,
 // about 80 entries of names some tens of bytes long.
 const streamChunk = 16 << 10
 
-// dirStreams are the directories the helper reads a chunk at a time, open between chunks.
+// dirStreams are the directories the helper reads a chunk at a time. A directory is
+// opened for each chunk and closed after it, and the next chunk seeks to where the last
+// one ended: a directory kept open between chunks would keep the mount busy, and an
+// unmount from outside (umount, fusermount -u) would fail after any stream that stopped
+// short of its directory's end (readers that stopped before the epoch's end, or a class
+// whose last chunk ended at its last name). The reopening costs an OPENDIR and a
+// RELEASEDIR beside each chunk's READDIRPLUS, and no scan: the kernel answers a read at an
+// offset from its cache of the directory only once that holds the directory whole.
 type dirStreams struct {
-	mu  sync.Mutex
-	fds map[string]*dirStream // by path; guarded by mu
+	mu sync.Mutex
+	at map[string]*dirStream // by path; guarded by mu
 }
 
 type dirStream struct {
-	fd   int
-	busy bool // a chunk is being read: not closed meanwhile; guarded by dirStreams.mu
+	off  int64 // the offset of its next chunk (the directory's position after the last)
+	busy bool  // a chunk is being read
 }
 
+func newDirStreams() *dirStreams { return &dirStreams{at: map[string]*dirStream{}} }
+
 // next reads one chunk further of directory p under dir into buf: "1", or "0" at its end
-// (or where it cannot be read), when it is closed. One chunk of a directory is asked for at
-// a time; chunks of different directories are read at once, each one request to the daemon
-// (a READDIRPLUS: the mount asks for no other kind, see Mount).
+// (or where it cannot be read), when it is forgotten. One chunk of a directory is asked
+// for at a time; chunks of different directories are read at once, each one request to
+// the daemon (a READDIRPLUS: the mount asks for no other kind, see Mount).
 func (d *dirStreams) next(dir int, p string, buf []byte) string {
 	d.mu.Lock()
-	s, ok := d.fds[p]
+	s, ok := d.at[p]
 	if !ok {
-		if len(d.fds) >= 4096 {
-			// Directories of views left behind: reopened from the start if wanted again
-			// (the kernel's cache of the directory answers what was read).
-			d.closeIdleLocked()
+		if len(d.at) >= 4096 {
+			// Directories of views left behind: read from the start if wanted again.
+			for p, s := range d.at {
+				if !s.busy {
+					delete(d.at, p)
+				}
+			}
 		}
-		fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			d.mu.Unlock()
-			return "0"
-		}
-		s = &dirStream{fd: fd}
-		d.fds[p] = s
+		s = &dirStream{}
+		d.at[p] = s
 	}
 	if s.busy {
 		d.mu.Unlock()
 		return "1" // asked again before the last chunk was read: nothing read now
 	}
 	s.busy = true
+	off := s.off
 	d.mu.Unlock()
-	n, err := unix.Getdents(s.fd, buf)
-	for err == syscall.EINTR {
-		n, err = unix.Getdents(s.fd, buf)
-	}
+	off, more := readChunk(dir, p, off, buf)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s.busy = false
-	if err == nil && n > 0 {
+	if more {
+		s.off = off
 		return "1"
 	}
-	delete(d.fds, p)
-	unix.Close(s.fd)
+	delete(d.at, p)
 	return "0"
 }
 
-func (d *dirStreams) closeAll() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.closeIdleLocked()
-}
-
-// closeIdleLocked closes every stream not being read.
-func (d *dirStreams) closeIdleLocked() {
-	for p, s := range d.fds {
-		if !s.busy {
-			unix.Close(s.fd)
-			delete(d.fds, p)
+// readChunk reads directory p under dir from offset off into buf (one getdents): the
+// offset after it, and whether it read anything.
+func readChunk(dir int, p string, off int64, buf []byte) (int64, bool) {
+	fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	defer unix.Close(fd)
+	if off > 0 {
+		if _, err := unix.Seek(fd, off, io.SeekStart); err != nil {
+			return 0, false
 		}
 	}
+	n, err := unix.Getdents(fd, buf)
+	for err == syscall.EINTR {
+		n, err = unix.Getdents(fd, buf)
+	}
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	if off, err = unix.Seek(fd, 0, io.SeekCurrent); err != nil {
+		return 0, false
+	}
+	return off, true
 }
 
 // listDir lists directory p under dir to its end, with buf for the entries: under
