@@ -62,7 +62,8 @@ func TestColdEpochNamesKnownAhead(t *testing.T) {
 			return (a - b) / float64(len(items))
 		}
 		all := (sumMetric(after, "cassfs_fuse_requests_total") - sumMetric(before, "cassfs_fuse_requests_total")) / float64(len(items))
-		detail := fmt.Sprintf("lookup %.3f, readdirplus %.3f, read %.3f", per("lookup"), per("readdirplus"), per("read"))
+		late, _ := metricValue(after, `cassfs_streamed_names_late_total`)
+		detail := fmt.Sprintf("lookup %.3f, readdirplus %.3f, read %.3f; streamed too late %.3f", per("lookup"), per("readdirplus"), per("read"), late/float64(len(items)))
 		t.Logf("%s, cold epoch: %.3f requests per file (%s)", reader, all, detail)
 		if all > 0.65 || per("lookup") > 0.33 || per("readdirplus") == 0 {
 			t.Errorf("%s, cold epoch: %.3f requests per file (%s); want at most 0.65, at most 0.33 LOOKUPs, and the class directories read in chunks", reader, all, detail)

@@ -103,6 +103,9 @@ type LookaheadStats struct {
 	// ReaderListed: names bound by readers' own listings of class directories
 	// (readerListedLookup).
 	ReaderListed int64
+	// StreamedLate: names a class directory's stream brought at or behind the readers
+	// (view.Follower.Late): left to their own lookups.
+	StreamedLate int64
 }
 
 // StartLookahead has names looked up ahead of the readers by a helper process (see the
@@ -127,7 +130,10 @@ func (f *FS) LookaheadStats() LookaheadStats {
 	if la == nil {
 		return LookaheadStats{}
 	}
-	return LookaheadStats{Sent: la.sent.Load(), Answered: la.answered.Load(), ReaderListed: la.readerListed.Load()}
+	la.mu.Lock()
+	late := la.follow.Late()
+	la.mu.Unlock()
+	return LookaheadStats{Sent: la.sent.Load(), Answered: la.answered.Load(), ReaderListed: la.readerListed.Load(), StreamedLate: late}
 }
 
 // isPending reports whether index k of view key was sent to the helper and not answered.
@@ -237,10 +243,10 @@ func (la *lookahead) next(lines []string) (_ []string, waiting bool) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
 		lines = append(lines, "L"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
-	}, func(e *view.Epoch, dir string, label int) {
+	}, func(e *view.Epoch, dir string, label, from int) {
 		la.seq++
 		la.lists[la.seq] = listKey{e.Key, label}
-		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+" "+dir+"/"+classes[label]+"\n")
+		lines = append(lines, "S"+strconv.FormatUint(la.seq, 10)+"@"+strconv.Itoa(from)+" "+dir+"/"+classes[label]+"\n")
 	})
 	la.sent.Add(int64(len(lines) - checks))
 	return la.sendNearing(lines, nearing), waiting
@@ -268,11 +274,11 @@ func (la *lookahead) answers(in io.Reader) {
 				continue
 			}
 		}
-		line, more := sc.Text(), true
+		line, next := sc.Text(), 0
 		if c, ok := strings.CutPrefix(line, "S"); ok {
-			var end string
-			line, end, _ = strings.Cut(c, " ")
-			more = end == "1"
+			var at string
+			line, at, _ = strings.Cut(c, " ")
+			next, _ = strconv.Atoi(at) // 0 (the end) if unreadable
 		}
 		seq, err := strconv.ParseUint(strings.TrimPrefix(line, "L"), 10, 64)
 		if err != nil {
@@ -290,7 +296,7 @@ func (la *lookahead) answers(in io.Reader) {
 		if lk, ok := la.lists[seq]; ok {
 			delete(la.lists, seq)
 			la.follow.Listed(lk.key, lk.label)
-			la.follow.Streamed(lk.key, lk.label, more)
+			la.follow.Streamed(lk.key, lk.label, next)
 			listed := la.listedUnpushed[lk]
 			delete(la.listedUnpushed, lk)
 			la.mu.Unlock()
@@ -345,9 +351,9 @@ func (la *lookahead) lookupAnswered(seq uint64, pk pendingKey) {
 // ServeLookahead is the helper process's loop: it reads "<seq> <path>\n" requests from in,
 // looks each path up under root with workers threads (one lookup at a time each), and
 // writes "<seq>\n" to out once the lookup returned, found or not; "L<seq> <dir>" lists dir
-// to its end, "S<seq> <dir>/<name>" reads one chunk further of dir after looking up the
-// name, if any (answered "S<seq> 1", or "S<seq> 0" at its end), "C<seq> <path>" looks at
-// path's pages (answered "C<seq> 1", "0" or "?"). It returns when in ends.
+// to its end, "S<seq>@<from> <dir>" reads one chunk of dir from offset from (answered
+// "S<seq> <offset after it>", or "S<seq> 0" at its end), "C<seq> <path>" looks at path's
+// pages (answered "C<seq> 1", "0" or "?"). It returns when in ends.
 func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error {
 	// Paths are resolved from the mountpoint's parent: a descriptor of the mount's own root
 	// would keep it busy, and an unmount from outside (umount, fusermount -u) would fail.
@@ -359,7 +365,6 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	defer unix.Close(dir)
 	base := path.Base(root) + "/"
 	reqs := make(chan string, 1024)
-	streams := newDirStreams()
 	var wmu sync.Mutex
 	w := bufio.NewWriter(out)
 	var wg sync.WaitGroup
@@ -377,8 +382,13 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 				if list, ok := strings.CutPrefix(seq, "L"); ok {
 					seq = list
 					listDir(dir, base+p, buf)
-				} else if strings.HasPrefix(seq, "S") {
-					seq += " " + streams.next(dir, base+p, buf[:streamChunk])
+				} else if c, ok := strings.CutPrefix(seq, "S"); ok {
+					n, from, _ := strings.Cut(c, "@")
+					off, err := strconv.ParseInt(from, 10, 64)
+					if err != nil {
+						off = -1 // read nothing: the stream ends
+					}
+					seq = "S" + n + " " + strconv.FormatInt(readChunk(dir, base+p, off, buf[:streamChunk]), 10)
 				} else if strings.HasPrefix(seq, "C") {
 					seq += " " + cachedWhole(dir, base+p)
 				} else {
@@ -506,75 +516,28 @@ func (la *lookahead) bindListed(ctx context.Context, d *classDir, e *view.Epoch,
 // about 80 entries of names some tens of bytes long.
 const streamChunk = 16 << 10
 
-// dirStreams are the directories the helper reads a chunk at a time. A directory is
-// opened for each chunk and closed after it, and the next chunk seeks to where the last
-// one ended: a directory kept open between chunks would keep the mount busy, and an
-// unmount from outside (umount, fusermount -u) would fail after any stream that stopped
-// short of its directory's end (readers that stopped before the epoch's end, or a class
-// whose last chunk ended at its last name). The reopening costs an OPENDIR and a
-// RELEASEDIR beside each chunk's READDIRPLUS, and no scan: the kernel answers a read at an
-// offset from its cache of the directory only once that holds the directory whole.
-type dirStreams struct {
-	mu sync.Mutex
-	at map[string]*dirStream // by path; guarded by mu
-}
-
-type dirStream struct {
-	off  int64 // the offset of its next chunk (the directory's position after the last)
-	busy bool  // a chunk is being read
-}
-
-func newDirStreams() *dirStreams { return &dirStreams{at: map[string]*dirStream{}} }
-
-// next reads one chunk further of directory p under dir into buf: "1", or "0" at its end
-// (or where it cannot be read), when it is forgotten. One chunk of a directory is asked
-// for at a time; chunks of different directories are read at once, each one request to
-// the daemon (a READDIRPLUS: the mount asks for no other kind, see Mount).
-func (d *dirStreams) next(dir int, p string, buf []byte) string {
-	d.mu.Lock()
-	s, ok := d.at[p]
-	if !ok {
-		if len(d.at) >= 4096 {
-			// Directories of views left behind: read from the start if wanted again.
-			for p, s := range d.at {
-				if !s.busy {
-					delete(d.at, p)
-				}
-			}
-		}
-		s = &dirStream{}
-		d.at[p] = s
+// readChunk reads one chunk of directory p under dir, from offset off (a directory's
+// position: for a class directory the index of an entry of its listing), into buf (one
+// getdents, one READDIRPLUS): the offset after it, or 0 where nothing was read (the end).
+// The directory is opened for the chunk and closed after it: one kept open between
+// chunks would keep the mount busy, and an unmount from outside (umount, fusermount -u)
+// would fail after any stream that stopped short of its directory's end (readers that
+// stopped before the epoch's end, or a class whose last chunk ended at its last name).
+// That costs an OPENDIR and a RELEASEDIR beside each chunk's READDIRPLUS, and no scan:
+// the kernel answers a read at an offset from its cache of the directory only once that
+// holds the directory whole.
+func readChunk(dir int, p string, off int64, buf []byte) int64 {
+	if off < 0 {
+		return 0
 	}
-	if s.busy {
-		d.mu.Unlock()
-		return "1" // asked again before the last chunk was read: nothing read now
-	}
-	s.busy = true
-	off := s.off
-	d.mu.Unlock()
-	off, more := readChunk(dir, p, off, buf)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s.busy = false
-	if more {
-		s.off = off
-		return "1"
-	}
-	delete(d.at, p)
-	return "0"
-}
-
-// readChunk reads directory p under dir from offset off into buf (one getdents): the
-// offset after it, and whether it read anything.
-func readChunk(dir int, p string, off int64, buf []byte) (int64, bool) {
 	fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, false
+		return 0
 	}
 	defer unix.Close(fd)
 	if off > 0 {
 		if _, err := unix.Seek(fd, off, io.SeekStart); err != nil {
-			return 0, false
+			return 0
 		}
 	}
 	n, err := unix.Getdents(fd, buf)
@@ -582,12 +545,12 @@ func readChunk(dir int, p string, off int64, buf []byte) (int64, bool) {
 		n, err = unix.Getdents(fd, buf)
 	}
 	if err != nil || n <= 0 {
-		return 0, false
+		return 0
 	}
 	if off, err = unix.Seek(fd, 0, io.SeekCurrent); err != nil {
-		return 0, false
+		return 0
 	}
-	return off, true
+	return off
 }
 
 // listDir lists directory p under dir to its end, with buf for the entries: under

@@ -219,9 +219,9 @@ func PrintStats(ctx context.Context, out io.Writer, dir string, interval time.Du
 		for _, m := range fam.Metric {
 			res[label(m, "result")] = metricNumber(m)
 		}
-		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s still there (not pushed again; %s read all the same, %s reclaims noticed, %s files found paged out by %s looks and %s files looked at as they neared the readers); %s not known to the kernel yet, %s refused, %s left to READs for the memory limit; %s names looked up ahead, %s of their pushes lost, %s bound by readers' listings\n",
+		fmt.Fprintf(&w, "  pushed    %s files (%s) into the page cache ahead of readers; %s still there (not pushed again; %s read all the same, %s reclaims noticed, %s files found paged out by %s looks and %s files looked at as they neared the readers); %s not known to the kernel yet, %s refused, %s left to READs for the memory limit; %s names looked up ahead (%s streamed too late), %s of their pushes lost, %s bound by readers' listings\n",
 			humanize.Comma(int64(res["pushed"])), humanize.IBytes(uint64(f.value("cassfs_page_cache_pushed_bytes_total"))), humanize.Comma(int64(res["resident"])), humanize.Comma(int64(f.value("cassfs_page_cache_resident_reads_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_reclaims_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checked_gone_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_checks_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_nearing_checked_total"))), humanize.Comma(int64(res["unknown"])), humanize.Comma(int64(res["failed"])), humanize.Comma(int64(res["over_limit"])),
-			humanize.Comma(int64(f.value("cassfs_lookahead_names_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_pushes_lost_total"))),
+			humanize.Comma(int64(f.value("cassfs_lookahead_names_total"))), humanize.Comma(int64(f.value("cassfs_streamed_names_late_total"))), humanize.Comma(int64(f.value("cassfs_page_cache_pushes_lost_total"))),
 			humanize.Comma(int64(f.value("cassfs_reader_listed_names_total"))))
 		if n := f.value("cassfs_record_pushes_total"); n > 0 {
 			fmt.Fprintf(&w, "  records   %s samples pushed into record files; %s past epochs' files let go\n",

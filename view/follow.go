@@ -1,6 +1,8 @@
 package view
 
 import (
+	"slices"
+
 	"github.com/cassfs/cassfs/internal/bitset"
 )
 
@@ -39,7 +41,12 @@ import (
 //     else to the next one the prefetcher brings (fetch order); the blob is pushed as it
 //     arrives, the kernel knowing the name and its inode by then. So a first epoch costs
 //     the readers' probes and a request per chunk, not a lookup per name; readers that
-//     leave the order are not followed, and keep arrival binding whole.
+//     leave the order are not followed, and keep arrival binding whole. A chunk starts
+//     where the last one ended, or past the readers if they got ahead of the stream (its
+//     names within Every of them would go out without a node anyway): a stream that fell
+//     behind (its helper slow to be scheduled, say, on cores the readers keep busy)
+//     catches up at its next chunk instead of reading, chunk after chunk, names the
+//     readers have looked up themselves (Late counts those).
 //   - Where readers reached the end of a view (Ended), the caller may have the next epoch
 //     followed ahead of them (FollowAhead) while the mount is idle between epochs: its class
 //     directories whose samples are all held are listed as if the readers were about to
@@ -56,6 +63,7 @@ import (
 type Follower struct {
 	opts  FollowOptions
 	views map[Key]*followed
+	late  int64 // names streams brought at or behind the readers (Late)
 }
 
 // FollowOptions tune a Follower.
@@ -89,6 +97,7 @@ type followed struct {
 	retry       []int      // per label: the index from which a declined listing is tried again
 	want        []int      // per label, streamed: the furthest index within Distance wanting the stream
 	streamed    []int      // per label, streamed: the furthest index its chunks brought
+	streamAt    []int      // per label, streamed: where its last chunk ended in its directory (Streamed)
 	lookups     int        // readers' own lookups in the view
 	near        int        // Nearing has passed the names before this index
 	random      bool       // a reader looked up a name far behind the others: no looking ahead
@@ -181,9 +190,10 @@ func (f *Follower) ReaderAt(e *Epoch, dir string, k uint32) (covered int) {
 // Next finds what may be looked up ahead now in every view followed: lookup is called for
 // each name (index k of view e, in directory dir), list for each class directory to list
 // whole, stream for each class directory to read a chunk further of (FollowOptions.Stream;
-// nil without). waiting reports that some name the readers want next waits for its
+// nil without), from entry from of its listing (an index into the view's ByClass[label]).
+// waiting reports that some name the readers want next waits for its
 // sample, or for a pending listing: the caller asks again shortly.
-func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label int)) (waiting bool) {
+func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string, k uint32), list func(e *Epoch, dir string, label int), stream func(e *Epoch, dir string, label, from int)) (waiting bool) {
 	for _, a := range f.views {
 		if a.ahead {
 			f.listAhead(a, held, list)
@@ -237,7 +247,10 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 		for label, st := range a.listed {
 			if st == streamIdle && a.want[label] > a.streamed[label] {
 				a.listed[label] = streamPending
-				stream(a.e, a.dir, label)
+				// Past the names within Every of the readers, which a chunk leaves to them.
+				members := a.e.ByClass[label]
+				past, _ := slices.BinarySearch(members, uint32(max(a.head+f.opts.Every+1, 0)))
+				stream(a.e, a.dir, label, max(a.streamAt[label], past))
 			}
 		}
 	}
@@ -319,7 +332,7 @@ func (f *Follower) follow(e *Epoch, dir string) *followed {
 		}
 		n := len(e.set.classNames)
 		a = &followed{e: e, dir: dir, head: -1, reported: -1, sent: bitset.New(len(e.Order)), listed: make([]uint8, n), retry: make([]int, n), every: f.opts.Every}
-		a.want, a.streamed = make([]int, n), make([]int, n)
+		a.want, a.streamed, a.streamAt = make([]int, n), make([]int, n), make([]int, n)
 		for l := range n {
 			a.want[l], a.streamed[l] = -1, -1
 		}
@@ -355,11 +368,18 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 	if streaming {
 		a.streamed[label] = max(a.streamed[label], int(k))
 	}
+	if streaming && !a.ahead && int(k) <= a.head+f.opts.Every && !a.probe(k) && !a.sent.Has(k) {
+		f.late++
+	}
 	if a.probe(k) || (!a.ahead && int(k) <= a.head+f.opts.Every) || !a.sent.Add(k) {
 		return false
 	}
 	return true
 }
+
+// Late reports how many names streams brought at or behind the readers (within Every of
+// their head, or past it): names their chunks left to the readers' own lookups.
+func (f *Follower) Late() int64 { return f.late }
 
 // Listed records that the listing of class label's directory of view key was answered.
 func (f *Follower) Listed(key Key, label int) {
@@ -369,11 +389,13 @@ func (f *Follower) Listed(key Key, label int) {
 }
 
 // Streamed records that a chunk of the stream of class label's directory of view key was
-// read; more is false where the directory ended.
-func (f *Follower) Streamed(key Key, label int, more bool) {
+// read, ending at entry next of its listing (the next chunk's from, at least); next 0: the
+// directory ended (or could not be read).
+func (f *Follower) Streamed(key Key, label, next int) {
 	if a := f.views[key]; a != nil && a.listed[label] == streamPending {
 		a.listed[label] = streamIdle
-		if !more {
+		a.streamAt[label] = max(a.streamAt[label], next)
+		if next <= 0 {
 			a.listed[label] = streamEnd
 		}
 	}

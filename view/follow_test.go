@@ -210,20 +210,23 @@ func TestFollowerNearing(t *testing.T) {
 // TestFollowerStreamsClassesNotHeld: with Stream, a class not wholly held is read a chunk
 // at a time as its names come within Distance, one chunk of a class asked for at a time,
 // its names never looked up by themselves; a chunk's entries count as looked up ahead but
-// for probes and names within Every of the readers; a class read to its end is not asked
-// for again.
+// for probes and names within Every of the readers; a chunk starts where the last ended,
+// or past the readers where they got ahead of the stream; a class read to its end is not
+// asked for again.
 func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	x := newFollowFixture(t, 300)
 	x.f = NewFollower(FollowOptions{Distance: 40, Every: 8, Stream: func() bool { return true }})
 	none := func(uint32) bool { return false }
+	from := map[int]int{}
 	next := func(held func(uint32) bool) (looked, streamed []int) {
 		x.f.Next(held, func(e *Epoch, dir string, k uint32) { looked = append(looked, int(k)) },
 			func(e *Epoch, dir string, label int) { t.Errorf("class %d listed whole, none held", label) },
-			func(e *Epoch, dir string, label int) {
+			func(e *Epoch, dir string, label, at int) {
 				if e != x.e || dir != "all/epoch-0" {
 					t.Fatalf("stream of another view")
 				}
 				streamed = append(streamed, label)
+				from[label] = at
 			})
 		return looked, streamed
 	}
@@ -240,12 +243,15 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	// probes and names within Every of the head (15).
 	members := x.e.ByClass[0]
 	var got, want []int
+	late := 0
 	for _, k := range members[:12] {
 		if x.f.ListEntry(x.e, k) {
 			got = append(got, int(k))
 		}
 		if k%8 != 0 && k > 15+8 {
 			want = append(want, int(k))
+		} else if k%8 != 0 {
+			late++
 		}
 	}
 	if !slices.Equal(got, want) {
@@ -256,13 +262,34 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	if ahead != len(want) {
 		t.Errorf("Ahead yields %d names, want the chunk's %d looked up ahead", ahead, len(want))
 	}
-	x.f.Streamed(x.e.Key, 0, true)
-	x.f.Streamed(x.e.Key, 1, false)
+	// The first chunks start past the names within Every of the readers (at 15).
+	past := func(label, k int) int {
+		j, _ := slices.BinarySearch(x.e.ByClass[label], uint32(k+8+1))
+		return j
+	}
+	for label := range 3 {
+		if from[label] != past(label, 15) {
+			t.Errorf("class %d's first chunk from entry %d, want %d: the first past the readers", label, from[label], past(label, 15))
+		}
+	}
+	if got := x.f.Late(); got != int64(late) {
+		t.Errorf("Late: %d, want the %d names of the chunk within Every of the readers but probes", got, late)
+	}
+	// Class 0's chunk ended a few entries past where readers at 39 will be.
+	end := past(0, 39) + 3
+	x.f.Streamed(x.e.Key, 0, end)
+	x.f.Streamed(x.e.Key, 1, 0)
 	// Readers move on: class 0 has names within Distance beyond its chunk, so it is read
-	// further; class 1 ended; class 2's chunk is still pending.
+	// further, from where its chunk ended; class 1 ended; class 2's chunk is still pending.
 	x.readers(16, 40)
-	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) {
-		t.Errorf("after class 0's chunk and class 1's end: streamed %v, want [0]", streamed)
+	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) || from[0] != end {
+		t.Errorf("after class 0's chunk and class 1's end: streamed %v, class 0 from %d; want [0] from %d", streamed, from[0], end)
+	}
+	// Readers get ahead of class 0's stream: its next chunk starts past them.
+	x.f.Streamed(x.e.Key, 0, 14)
+	x.readers(40, 200)
+	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) || from[0] != past(0, 199) {
+		t.Errorf("readers at 199, class 0's stream at entry 14: streamed %v, class 0 from %d; want [0] from %d", streamed, from[0], past(0, 199))
 	}
 }
 
