@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -31,7 +30,12 @@ import (
 // five runs, two of them with both cores kept busy; with the prefetches in blocks, 0.26
 // and 0.27). The bounds, 0.65 requests and 0.33 LOOKUPs per file, sit above every run
 // since and below the runs that left a third of the names to the readers (0.776 and 0.86
-// requests, 0.384 LOOKUPs): such a run fails here. Every sample once, with its label and
+// requests, 0.384 LOOKUPs): such a run fails here. One more cause of such runs: a stream
+// that fell behind the readers (its helper slow to be scheduled on busy cores) read on
+// from where it stood, names the readers had looked up themselves, and seldom caught up
+// (by hand, the helper at nice 19 beside eight busy loops: 0.128–0.913 LOOKUPs per file
+// in six runs); its chunks now start past the readers, and the log shows the names
+// streamed too late (cassfs_streamed_names_late_total). Every sample once, with its label and
 // the source's bytes; streams are the default (--stream-names). Once the readers are done,
 // umount from outside succeeds within 2 s: the helper's streams let their directories go
 // (they kept the mount busy before, a class's stream ended just short of its end).
@@ -68,22 +72,6 @@ func TestColdEpochNamesKnownAhead(t *testing.T) {
 		if all > 0.65 || per("lookup") > 0.33 || per("readdirplus") == 0 {
 			t.Errorf("%s, cold epoch: %.3f requests per file (%s); want at most 0.65, at most 0.33 LOOKUPs, and the class directories read in chunks", reader, all, detail)
 		}
-		unmountWithin(t, m.dir, 2*time.Second)
-		m.stop(t)
-	}
-}
-
-// unmountWithin unmounts dir from outside (umount), trying again while it is busy for up
-// to d.
-func unmountWithin(t *testing.T, dir string, d time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
-		out, err := exec.Command("umount", dir).CombinedOutput()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("umount %s, %v after the readers were done: %v\n%s", dir, d, err, out)
-		}
+		m.unmountOutside(t, 2*time.Second)
 	}
 }

@@ -155,6 +155,7 @@ type mounted struct {
 	cmd    *exec.Cmd
 	stderr *syncBuf
 	done   chan error
+	exited bool // its exit was received from done
 }
 
 type syncBuf struct {
@@ -256,7 +257,7 @@ func startMountWith(t testing.TB, dir, dataset string, wrap func(*exec.Cmd), arg
 // stop sends SIGTERM and requires a clean exit and no mount left behind.
 func (m *mounted) stop(t testing.TB) {
 	t.Helper()
-	if m.cmd.ProcessState != nil {
+	if m.exited || m.cmd.ProcessState != nil {
 		return
 	}
 	m.cmd.Process.Signal(syscall.SIGTERM)
@@ -271,6 +272,30 @@ func (m *mounted) stop(t testing.TB) {
 	if isMounted(m.dir) {
 		t.Errorf("%s is still mounted after cassfs exited", m.dir)
 		syscall.Unmount(m.dir, syscall.MNT_DETACH)
+	}
+}
+
+// unmountOutside unmounts m from outside (umount), trying again while the mount is busy
+// for up to within, and requires cassfs to exit cleanly then.
+func (m *mounted) unmountOutside(t testing.TB, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command("umount", m.dir).CombinedOutput()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("umount %s, %v on: %v\n%s", m.dir, within, err, out)
+		}
+	}
+	select {
+	case err := <-m.done:
+		m.exited = true
+		if err != nil {
+			t.Errorf("cassfs mount exited with %v after it was unmounted from outside; %s", err, m.log())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("cassfs mount did not exit within 30s of being unmounted from outside; %s", m.log())
 	}
 }
 
