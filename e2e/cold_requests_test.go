@@ -32,13 +32,13 @@ import (
 // since and below the runs that left a third of the names to the readers (0.776 and 0.86
 // requests, 0.384 LOOKUPs): such a run fails here. One more cause of such runs: a stream
 // that fell behind the readers (its helper slow to be scheduled on busy cores) read on
-// from where it stood, names the readers had looked up themselves, and seldom caught up
-// (by hand, the helper at nice 19 beside eight busy loops: 0.128–0.913 LOOKUPs per file
-// in six runs); its chunks now start past the readers, and the log shows the names
-// streamed too late (cassfs_streamed_names_late_total). Every sample once, with its label and
-// the source's bytes; streams are the default (--stream-names). Once the readers are done,
-// umount from outside succeeds within 2 s: the helper's streams let their directories go
-// (they kept the mount busy before, a class's stream ended just short of its end).
+// from where it stood, names the readers had looked up themselves, and seldom caught up.
+// By hand, the helper at nice 19 beside eight busy loops: 0.128–0.913 LOOKUPs per file in
+// six runs before its chunks started past the readers, 0.130–0.282 since; the log shows
+// the names streamed too late (cassfs_streamed_names_late_total). Every sample once,
+// with its label and the source's bytes; streams are the default (--stream-names). Once
+// the readers are done, umount from outside succeeds within 2 s: the helper's streams
+// let their directories go (one left short of its directory's end kept the mount busy).
 func TestColdEpochNamesKnownAhead(t *testing.T) {
 	d, err := generate(t, t.TempDir(), newDataset(t, "cold"), hosts, "--count", "1200", "--classes", "4", "--mean-size", "20000", "--seed", "11")
 	if err != nil {
