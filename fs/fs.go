@@ -182,11 +182,12 @@
 // bench/history/journal.md, "a cold epoch's names known ahead"). With
 // LookaheadOptions.Stream (the mount's by default, --stream-names: where fetches come back
 // within 50 ms, see mount.streamBelow), a class directory not wholly held is read a chunk
-// at a time instead ("S<seq>@<offset> <path>": the helper opens the directory, seeks to
-// the offset and reads one getdents buffer, streamChunk, of it per request; the kernel
-// asks for a READDIRPLUS of that size from Linux 6.13 on, a page before), as its names
-// come within Distance of the readers, each chunk from where the last ended or past the
-// readers, if they got ahead of it.
+// at a time instead ("S<seq>@<offset> <path>": the helper reads one getdents buffer,
+// streamChunk, of the directory from the offset per request, keeping it open between
+// chunks and closing it once idle, see dirStreams; the kernel asks for a READDIRPLUS of
+// that size from Linux 6.13 on, a page before), as its names come within Distance of the
+// readers, each chunk from where the last ended or past the readers, if they got ahead
+// of it.
 // Each entry is bound and gets its node as in a whole listing, so every blob that arrives
 // after can be pushed, and the reader opens and reads it with no request. The binding
 // rule is view.Follower's: a streamed name is bound when its chunk is read, to a sample of

@@ -95,8 +95,8 @@ func TestLargeListingsMakeNoNodes(t *testing.T) {
 }
 
 // TestStreamsLetTheMountGo: a stream left short of its directory's end (readers stopped
-// halfway through the epoch) does not keep its directory open: once its last chunk is
-// read the helper holds no descriptor under the mount, so an unmount from outside
+// halfway through the epoch) does not keep its directory open: within a second of its
+// last chunk the helper holds no descriptor under the mount, so an unmount from outside
 // (umount, fusermount -u) succeeds. Readers coming back go on with the streams from where
 // they stood: the rest of the epoch costs as few LOOKUPs and chunks as if they had not
 // stopped.

@@ -365,6 +365,8 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 	defer unix.Close(dir)
 	base := path.Base(root) + "/"
 	reqs := make(chan string, 1024)
+	streams := newDirStreams()
+	defer streams.closeAll()
 	var wmu sync.Mutex
 	w := bufio.NewWriter(out)
 	var wg sync.WaitGroup
@@ -388,7 +390,7 @@ func ServeLookahead(root string, in io.Reader, out io.Writer, workers int) error
 					if err != nil {
 						off = -1 // read nothing: the stream ends
 					}
-					seq = "S" + n + " " + strconv.FormatInt(readChunk(dir, base+p, off, buf[:streamChunk]), 10)
+					seq = "S" + n + " " + strconv.FormatInt(streams.next(dir, base+p, off, buf[:streamChunk]), 10)
 				} else if strings.HasPrefix(seq, "C") {
 					seq += " " + cachedWhole(dir, base+p)
 				} else {
@@ -516,41 +518,120 @@ func (la *lookahead) bindListed(ctx context.Context, d *classDir, e *view.Epoch,
 // about 80 entries of names some tens of bytes long.
 const streamChunk = 16 << 10
 
-// readChunk reads one chunk of directory p under dir, from offset off (a directory's
-// position: for a class directory the index of an entry of its listing), into buf (one
-// getdents, one READDIRPLUS): the offset after it, or 0 where nothing was read (the end).
-// The directory is opened for the chunk and closed after it: one kept open between
-// chunks would keep the mount busy, and an unmount from outside (umount, fusermount -u)
-// would fail after any stream that stopped short of its directory's end (readers that
-// stopped before the epoch's end, or a class whose last chunk ended at its last name).
-// That costs an OPENDIR and a RELEASEDIR beside each chunk's READDIRPLUS, and no scan:
-// the kernel answers a read at an offset from its cache of the directory only once that
-// holds the directory whole.
-func readChunk(dir int, p string, off int64, buf []byte) int64 {
+// dirStreams are the directories the helper reads a chunk at a time: each kept open
+// between its chunks while they come, and closed once idle for streamLinger. An open
+// directory keeps the mount busy: an unmount from outside (umount, fusermount -u) would
+// fail for as long as a stream that stopped short of its directory's end stayed open
+// (readers that stopped before the epoch's end, or a class whose last chunk ended at its
+// last name). Reopened, a stream seeks to where it stood.
+type dirStreams struct {
+	mu    sync.Mutex
+	at    map[string]*dirStream // by path; guarded by mu
+	sweep *time.Timer           // set while a stream is open; guarded by mu
+}
+
+type dirStream struct {
+	fd   int
+	pos  int64     // the directory's position (the next chunk's offset if asked on)
+	busy bool      // a chunk is being read: not closed meanwhile
+	used time.Time // when its last chunk was read
+}
+
+// streamLinger is how long a stream's directory stays open after a chunk. Readers
+// walking an epoch ask for a class's next chunk sooner (80 names of a class are some
+// hundreds of files of the epoch, under a second at the rates streams run at: mount's
+// streamBelow); one reopened costs an OPENDIR and a RELEASEDIR beside its READDIRPLUS.
+const streamLinger = 200 * time.Millisecond
+
+func newDirStreams() *dirStreams { return &dirStreams{at: map[string]*dirStream{}} }
+
+// next reads one chunk of directory p under dir, from offset off (a directory's position:
+// for a class directory the index of an entry of its listing), into buf (one getdents,
+// one READDIRPLUS): the offset after it, or 0 where nothing was read (its end, or an
+// error), when the directory is closed. One chunk of a directory is asked for at a time;
+// chunks of different directories are read at once.
+func (d *dirStreams) next(dir int, p string, off int64, buf []byte) int64 {
 	if off < 0 {
 		return 0
 	}
-	fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0
-	}
-	defer unix.Close(fd)
-	if off > 0 {
-		if _, err := unix.Seek(fd, off, io.SeekStart); err != nil {
+	d.mu.Lock()
+	s, ok := d.at[p]
+	if !ok {
+		if len(d.at) >= 4096 {
+			d.closeLocked(func(*dirStream) bool { return true }) // views left behind
+		}
+		fd, err := unix.Openat(dir, p, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			d.mu.Unlock()
 			return 0
 		}
+		s = &dirStream{fd: fd}
+		d.at[p] = s
 	}
-	n, err := unix.Getdents(fd, buf)
-	for err == syscall.EINTR {
-		n, err = unix.Getdents(fd, buf)
+	if s.busy {
+		d.mu.Unlock()
+		return off // asked again before the last chunk was read: nothing read now
 	}
+	s.busy = true
+	d.mu.Unlock()
+	pos, err := s.pos, error(nil)
+	if pos != off {
+		pos, err = unix.Seek(s.fd, off, io.SeekStart)
+	}
+	var n int
+	if err == nil {
+		n, err = unix.Getdents(s.fd, buf)
+		for err == syscall.EINTR {
+			n, err = unix.Getdents(s.fd, buf)
+		}
+	}
+	if err == nil && n > 0 {
+		pos, err = unix.Seek(s.fd, 0, io.SeekCurrent)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.busy = false
 	if err != nil || n <= 0 {
+		delete(d.at, p)
+		unix.Close(s.fd)
 		return 0
 	}
-	if off, err = unix.Seek(fd, 0, io.SeekCurrent); err != nil {
-		return 0
+	s.pos, s.used = pos, time.Now()
+	if d.sweep == nil {
+		d.sweep = time.AfterFunc(streamLinger, d.closeIdle)
 	}
-	return off
+	return pos
+}
+
+// closeIdle closes the streams idle for streamLinger, and comes back while any stays open.
+func (d *dirStreams) closeIdle() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sweep = nil
+	d.closeLocked(func(s *dirStream) bool { return time.Since(s.used) >= streamLinger })
+	if len(d.at) > 0 {
+		d.sweep = time.AfterFunc(streamLinger, d.closeIdle)
+	}
+}
+
+// closeAll closes every stream, as the helper ends.
+func (d *dirStreams) closeAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sweep != nil {
+		d.sweep.Stop()
+	}
+	d.closeLocked(func(*dirStream) bool { return true })
+}
+
+// closeLocked closes the streams not being read that close says to.
+func (d *dirStreams) closeLocked(close func(*dirStream) bool) {
+	for p, s := range d.at {
+		if !s.busy && close(s) {
+			unix.Close(s.fd)
+			delete(d.at, p)
+		}
+	}
 }
 
 // listDir lists directory p under dir to its end, with buf for the entries: under
