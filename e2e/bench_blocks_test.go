@@ -5,6 +5,8 @@ package e2e
 import (
 	"context"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -23,6 +25,10 @@ import (
 // Reported per pass: files/s, the reading client's CPU per file (the store client's
 // process; for a mount the daemon's, helper included), the local Cassandra node's CPU per
 // file, and for the mounts the ratios to the one-id-per-query client.
+//
+// CASSFS_BENCH_OTHER_BIN, if set, is another cassfs binary (an earlier build) whose mount
+// at default flags is read the same way right after the others, its rows prefixed
+// "other-mount-blocks-": a regression shows in one run, on one machine state.
 func BenchmarkColdBlocks(b *testing.B) {
 	const count, readers = 4000, 16
 	ds, _ := benchDataset(b, "blocks", count, 51)
@@ -47,8 +53,12 @@ func BenchmarkColdBlocks(b *testing.B) {
 		rate = getBlocks(b, st, ids, 16, 8)
 		blocks := pass{rate, perFile((selfCPU(b) - self0).Seconds()), perFile((databaseCPU(b) - db0).Seconds())}
 
-		mountPass := func(args ...string) pass {
-			m := startMount(b, ds, args...)
+		mountPass := func(bin string, args ...string) pass {
+			var wrap func(*exec.Cmd)
+			if bin != "" {
+				wrap = func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
+			}
+			m := startMountWith(b, b.TempDir(), ds, wrap, args...)
 			epoch := filepath.Join(m.dir, "all", "epoch-0")
 			lines, _ := fileList(b, epoch)
 			paths := make([]string, len(lines))
@@ -62,21 +72,28 @@ func BenchmarkColdBlocks(b *testing.B) {
 			m.stop(b)
 			return p
 		}
-		inBlocks := mountPass()
-		oneEach := mountPass("--block-samples", "1")
-
-		for _, r := range []struct {
+		inBlocks := mountPass("")
+		oneEach := mountPass("", "--block-samples", "1")
+		rows := []struct {
 			tag string
 			p   pass
-		}{{"store-one-per-query-", single}, {"store-blocks-16x8-", blocks}, {"mount-blocks-", inBlocks}, {"mount-one-per-sample-", oneEach}} {
+		}{{"mount-blocks-", inBlocks}, {"mount-one-per-sample-", oneEach}}
+		if other := os.Getenv("CASSFS_BENCH_OTHER_BIN"); other != "" {
+			rows = append(rows, struct {
+				tag string
+				p   pass
+			}{"other-mount-blocks-", mountPass(other)})
+		}
+
+		for _, r := range append([]struct {
+			tag string
+			p   pass
+		}{{"store-one-per-query-", single}, {"store-blocks-16x8-", blocks}}, rows...) {
 			b.ReportMetric(r.p.rate, r.tag+"files/s")
 			b.ReportMetric(r.p.client, r.tag+"client-cpu-us/file")
 			b.ReportMetric(r.p.database, r.tag+"database-cpu-us/file")
 		}
-		for _, r := range []struct {
-			tag string
-			p   pass
-		}{{"mount-blocks-", inBlocks}, {"mount-one-per-sample-", oneEach}} {
+		for _, r := range rows {
 			b.ReportMetric(r.p.rate/single.rate, r.tag+"files/store-one-per-query")
 			b.ReportMetric(r.p.client/single.client, r.tag+"cpu/store-one-per-query")
 			b.ReportMetric(r.p.database/single.database, r.tag+"database-cpu/store-one-per-query")
