@@ -59,7 +59,8 @@ type curvePoint struct {
 // trips in ms (default 0.1,20,50,150,300), CASSFS_CURVE_READERS the readers (default
 // go,dali,torchvision), CASSFS_CURVE_VARIANTS the mounts' extra flags, one set per
 // variant measured, ';' between sets (default: one variant, no extra flag; "" in the
-// list is the default flags: ";--block-samples 1"), CASSFS_BENCH_CURVE a JSON file for the points
+// list is the default flags: ";--block-samples 1"; a set starting with bin=PATH mounts with
+// the cassfs binary at PATH, an earlier build, say), CASSFS_BENCH_CURVE a JSON file for the points
 // (bench/latency_curve.py tabulates and plots it).
 func BenchmarkLatencyCurve(b *testing.B) {
 	count := 10_000
@@ -156,12 +157,18 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			ln := newLink(b, spec)
 			for _, variant := range variants {
 				for _, r := range readerSet {
-					path := "cassfs"
-					if len(variant) > 0 {
-						path += "[" + strings.Join(variant, "=") + "]" // a metric unit has no spaces
+					path, args := "cassfs", variant
+					var wrap func(*exec.Cmd)
+					if len(args) > 0 && strings.HasPrefix(args[0], "bin=") {
+						bin := strings.TrimPrefix(args[0], "bin=")
+						wrap = func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
+						path, args = filepath.Base(bin), args[1:]
+					}
+					if len(args) > 0 {
+						path += "[" + strings.Join(args, "=") + "]" // a metric unit has no spaces
 					}
 					// Default flags otherwise (metrics change nothing but what is shown).
-					m := startMount(b, ds, append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), variant...)...)
+					m := startMountWith(b, b.TempDir(), ds, wrap, append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), args...)...)
 					murl := metricsURL(b, m)
 					dropPageCache(b)
 					warmStore(b, st)
