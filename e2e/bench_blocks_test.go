@@ -6,7 +6,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -54,11 +53,7 @@ func BenchmarkColdBlocks(b *testing.B) {
 		blocks := pass{rate, perFile((selfCPU(b) - self0).Seconds()), perFile((databaseCPU(b) - db0).Seconds())}
 
 		mountPass := func(bin string, args ...string) pass {
-			var wrap func(*exec.Cmd)
-			if bin != "" {
-				wrap = func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
-			}
-			m := startMountWith(b, b.TempDir(), ds, wrap, args...)
+			m := startMountWith(b, b.TempDir(), ds, runAs(bin), args...)
 			epoch := filepath.Join(m.dir, "all", "epoch-0")
 			lines, _ := fileList(b, epoch)
 			paths := make([]string, len(lines))

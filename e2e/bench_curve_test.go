@@ -158,17 +158,16 @@ func BenchmarkLatencyCurve(b *testing.B) {
 			for _, variant := range variants {
 				for _, r := range readerSet {
 					path, args := "cassfs", variant
-					var wrap func(*exec.Cmd)
+					bin := ""
 					if len(args) > 0 && strings.HasPrefix(args[0], "bin=") {
-						bin := strings.TrimPrefix(args[0], "bin=")
-						wrap = func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
+						bin = strings.TrimPrefix(args[0], "bin=")
 						path, args = filepath.Base(bin), args[1:]
 					}
 					if len(args) > 0 {
 						path += "[" + strings.Join(args, "=") + "]" // a metric unit has no spaces
 					}
 					// Default flags otherwise (metrics change nothing but what is shown).
-					m := startMountWith(b, b.TempDir(), ds, wrap, append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), args...)...)
+					m := startMountWith(b, b.TempDir(), ds, runAs(bin), append(append(ln.mountArgs(), "--metrics-addr", "127.0.0.1:0"), args...)...)
 					murl := metricsURL(b, m)
 					dropPageCache(b)
 					warmStore(b, st)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -33,11 +32,7 @@ func BenchmarkTierDatabaseStopped(b *testing.B) {
 	for range b.N {
 		for _, bin := range bins {
 			l := newLink(b, linkSpec{Name: "tierstopped"})
-			var wrap func(*exec.Cmd)
-			if bin.path != "" {
-				wrap = func(c *exec.Cmd) { c.Path, c.Args[0] = bin.path, bin.path }
-			}
-			m := startMountWith(b, b.TempDir(), ds, wrap, append(l.mountArgs(), "--seed", "4", "--cache-dir", b.TempDir(), "--cache-dir-size", "2GiB",
+			m := startMountWith(b, b.TempDir(), ds, runAs(bin.path), append(l.mountArgs(), "--seed", "4", "--cache-dir", b.TempDir(), "--cache-dir-size", "2GiB",
 				"--metrics-addr", "127.0.0.1:0")...)
 			url := metricsURL(b, m)
 			requests := func() float64 { return sumMetric(scrape(b, url), "cassfs_fuse_requests_total") }

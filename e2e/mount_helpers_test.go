@@ -254,6 +254,15 @@ func startMountWith(t testing.TB, dir, dataset string, wrap func(*exec.Cmd), arg
 	return m
 }
 
+// runAs is startMountWith's wrap that runs the cassfs binary at bin (an earlier build,
+// say) instead of the one built for the tests; nil for "".
+func runAs(bin string) func(*exec.Cmd) {
+	if bin == "" {
+		return nil
+	}
+	return func(c *exec.Cmd) { c.Path, c.Args[0] = bin, bin }
+}
+
 // stop sends SIGTERM and requires a clean exit and no mount left behind.
 func (m *mounted) stop(t testing.TB) {
 	t.Helper()
