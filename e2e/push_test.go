@@ -141,11 +141,18 @@ func TestWarmEpochsLeaveTheDiskTierAlone(t *testing.T) {
 	metric := func(name string) float64 { v, _ := metricValue(scrape(t, url), name); return v }
 	expectEachOnce(t, d, "epoch 0", readEpochGo(t, d, epoch(0), 4))
 
-	hits := metric("cassfs_disk_cache_hits_total")
+	gone := func() float64 {
+		return metric("cassfs_page_cache_resident_reads_total") + metric("cassfs_page_cache_checked_gone_total")
+	}
+	hits, gone0 := metric("cassfs_disk_cache_hits_total"), gone()
 	expectEachOnce(t, d, "epoch 1, the page cache warm", readEpochGo(t, d, epoch(1), 4))
-	// A few may have been paged out since epoch 0 (proactive reclaim): 5% at most.
-	if n := metric("cassfs_disk_cache_hits_total") - hits; n > sharedCount/20 {
-		t.Errorf("epoch 1 with the page cache warm read %v files from the disk tier, want at most %d; %s", n, sharedCount/20, m.log())
+	// Files paged out since epoch 0 (proactive reclaim) are read from the tier, rightly:
+	// the mount sees them gone (READ all the same, or found so by the helper). Of the
+	// others, 5% at most (without the check, many of those the memory cache lost: 88 in one run).
+	n, paged := metric("cassfs_disk_cache_hits_total")-hits, gone()-gone0
+	t.Logf("epoch 1 with the page cache warm: %v files read from the disk tier, %v found paged out", n, paged)
+	if n-paged > sharedCount/20 {
+		t.Errorf("epoch 1 with the page cache warm read %v files from the disk tier, %v of them found paged out; want at most %d more; %s", n, paged, sharedCount/20, m.log())
 	}
 
 	fetches := metric("cassfs_fetch_seconds_count")
