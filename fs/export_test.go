@@ -96,3 +96,11 @@ func Claims(sh *view.RecordShard) (claim func(off, end int64) []uint32, unclaim 
 		return t.claim(off, end, sh.Find(off), min(sh.Find(end-1), sh.Len()-1))
 	}, t.unclaim
 }
+
+// TierBlob reads sample i's blob from the disk tier for the next epoch's tars, within a
+// pause's budget of room bytes left (records_ahead.go), and reports the budget after.
+func (f *FS) TierBlob(i uint32, room int64) (data []byte, ok bool, left int64) {
+	f.recAhead.tierRoom.Store(room)
+	data, ok = f.tierBlob(i, nil)
+	return data, ok, f.recAhead.tierRoom.Load()
+}

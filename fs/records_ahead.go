@@ -170,7 +170,11 @@ func (f *FS) tierBlob(i uint32, buf []byte) ([]byte, bool) {
 		return nil, false
 	}
 	n := f.ix.BlobSize(i) // with targets, the target follows the blob, as in the cache
+	// A blob not read gives its share back: one too large for what is left, one the tier
+	// does not hold, or one whose file went (evicted meanwhile: its READs fetch it) leave
+	// the room to the blobs after it.
 	if f.recAhead.tierRoom.Add(-n) < 0 {
+		f.recAhead.tierRoom.Add(n)
 		return nil, false
 	}
 	fl, ok := f.cfg.Backing.Backing(i)
@@ -186,7 +190,8 @@ func (f *FS) tierBlob(i uint32, buf []byte) ([]byte, bool) {
 	// At offset 0, not at the file's: the tier may hand out duplicates of one descriptor,
 	// which share their offset.
 	if _, err := fl.ReadAt(buf, 0); err != nil {
-		return nil, false // the file went (evicted meanwhile): its READs fetch it
+		f.recAhead.tierRoom.Add(n)
+		return nil, false
 	}
 	return buf, true
 }

@@ -271,6 +271,49 @@ func TestNextEpochTarsPushedFromTheDiskTier(t *testing.T) {
 	}
 }
 
+// TestTierBudgetGivenBack: a blob the pushes between epochs do not read from the disk
+// tier gives its share of the pause's budget back, whether the tier does not hold it, its
+// file went short (evicted meanwhile), or it is larger than what is left: the blobs after
+// it still have the room. One read takes its size.
+func TestTierBudgetGivenBack(t *testing.T) {
+	f := newFixtureSized(t, 3, classes, memstore.Options{}, nil, nil, func(i int) int { return 100 })
+	dir := t.TempDir()
+	fetch := prefetch.StoreFetch(f.st, f.ix)
+	for i := range f.ix.Len() {
+		blob := testkit.Must(fetch.Fetch(t.Context(), uint32(i)))(t)
+		if i == 1 {
+			blob = blob[:len(blob)/2] // short: the read fails
+		}
+		testkit.Check(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), blob, 0o644))
+	}
+	tier := backingFunc(func(i uint32) (*os.File, bool) {
+		if i == 2 {
+			return nil, false
+		}
+		fl, err := os.Open(filepath.Join(dir, strconv.Itoa(int(i))))
+		return fl, err == nil
+	})
+	fsys := cfs.New(cfs.Config{Views: view.New(view.Config{Index: f.ix, Splits: []*splits.Split{splits.All(f.ix)}}), Backing: tier})
+	const room = 1 << 20
+	n := f.ix.BlobSize(0)
+	if data, ok, left := fsys.TierBlob(0, room); !ok || int64(len(data)) != n || left != room-n {
+		t.Errorf("a blob the tier holds: read %v (%d bytes), %d left of %d; want its %d bytes read and taken from the room", ok, len(data), left, room, n)
+	}
+	for _, c := range []struct {
+		what string
+		i    uint32
+		room int64
+	}{
+		{"whose file went short", 1, room},
+		{"the tier does not hold", 2, room},
+		{"larger than the room left", 0, n - 1},
+	} {
+		if _, ok, left := fsys.TierBlob(c.i, c.room); ok || left != c.room {
+			t.Errorf("a blob %s: read %v, %d left of %d; want it not read and the room given back", c.what, ok, left, c.room)
+		}
+	}
+}
+
 // TestRecordReadsClaimWholeSamples: a READ claims the samples whose bytes it covers
 // whole (their pushes would copy the same bytes again), not those it covers in part;
 // a sample is claimed once; a failed READ gives its claims back.
