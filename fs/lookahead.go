@@ -101,8 +101,9 @@ type LookaheadStats struct {
 	// ReaderListed: names bound by readers' own listings of class directories
 	// (readerListedLookup).
 	ReaderListed int64
-	// StreamedLate: names a class directory's stream brought at or behind the readers
-	// (view.Follower.Late): left to their own lookups.
+	// StreamedLate: names a class directory's stream brought at or behind the readers,
+	// or passed over to catch up with them (view.Follower.Late): left to their own
+	// lookups.
 	StreamedLate int64
 }
 

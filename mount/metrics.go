@@ -97,7 +97,7 @@ func (m *metrics) served(f *cfs.FS, hedges func() int64) {
 		&requestsCollector{f: f},
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_lookahead_names_total", Help: "Names looked up ahead of the readers by the helper process (--look-ahead)."},
 			func() float64 { return float64(f.LookaheadStats().Answered) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_streamed_names_late_total", Help: "Names a class directory's stream (--stream-names) brought when the readers were at them or past: left to the readers' own lookups."},
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_streamed_names_late_total", Help: "Names a class directory's stream (--stream-names) brought when the readers were at them or past, or passed over to catch up with them: left to the readers' own lookups."},
 			func() float64 { return float64(f.LookaheadStats().StreamedLate) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cassfs_reader_listed_names_total", Help: "Names bound by readers' own listings of class directories (--push with --look-ahead; under --order arrival where every sample of the class is at hand): their readers open them with no LOOKUP."},
 			func() float64 { return float64(f.LookaheadStats().ReaderListed) }),

@@ -46,7 +46,8 @@ import (
 //     names within Every of them would go out without a node anyway): a stream that fell
 //     behind (its helper slow to be scheduled, say, on cores the readers keep busy)
 //     catches up at its next chunk instead of reading, chunk after chunk, names the
-//     readers have looked up themselves (Late counts those).
+//     readers have looked up themselves (Late counts the names a chunk brings too late
+//     and those a stream passes over to catch up).
 //   - Where readers reached the end of a view (Ended), the caller may have the next epoch
 //     followed ahead of them (FollowAhead) while the mount is idle between epochs: its class
 //     directories whose samples are all held are listed as if the readers were about to
@@ -63,7 +64,7 @@ import (
 type Follower struct {
 	opts  FollowOptions
 	views map[Key]*followed
-	late  int64 // names streams brought at or behind the readers (Late)
+	late  int64 // names streams brought at or behind the readers, or passed over (Late)
 }
 
 // FollowOptions tune a Follower.
@@ -250,6 +251,14 @@ func (f *Follower) Next(held func(uint32) bool, lookup func(e *Epoch, dir string
 				// Past the names within Every of the readers, which a chunk leaves to them.
 				members := a.e.ByClass[label]
 				past, _ := slices.BinarySearch(members, uint32(max(a.head+f.opts.Every+1, 0)))
+				if at := a.streamAt[label]; at > 0 && past > at {
+					// The stream fell behind: the names it passes over are the readers'.
+					for _, k := range members[at:past] {
+						if !a.probe(k) && !a.sent.Has(k) {
+							f.late++
+						}
+					}
+				}
 				stream(a.e, a.dir, label, max(a.streamAt[label], past))
 			}
 		}
@@ -378,7 +387,9 @@ func (f *Follower) ListEntry(e *Epoch, k uint32) bool {
 }
 
 // Late reports how many names streams brought at or behind the readers (within Every of
-// their head, or past it): names their chunks left to the readers' own lookups.
+// their head, or past it), or passed over to catch up with them: names the streams left
+// to the readers' own lookups for falling behind. (The names before a stream's first
+// chunk are not counted: readers look those up before any stream starts.)
 func (f *Follower) Late() int64 { return f.late }
 
 // Listed records that the listing of class label's directory of view key was answered.

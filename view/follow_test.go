@@ -285,11 +285,23 @@ func TestFollowerStreamsClassesNotHeld(t *testing.T) {
 	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) || from[0] != end {
 		t.Errorf("after class 0's chunk and class 1's end: streamed %v, class 0 from %d; want [0] from %d", streamed, from[0], end)
 	}
-	// Readers get ahead of class 0's stream: its next chunk starts past them.
-	x.f.Streamed(x.e.Key, 0, 14)
+	// Readers get ahead of class 0's stream: its next chunk starts past them, and the
+	// names it passes over but probes count as late.
+	stood := end + 3
+	x.f.Streamed(x.e.Key, 0, stood)
 	x.readers(40, 200)
+	before := x.f.Late()
 	if _, streamed := next(none); !slices.Equal(streamed, []int{0}) || from[0] != past(0, 199) {
-		t.Errorf("readers at 199, class 0's stream at entry 14: streamed %v, class 0 from %d; want [0] from %d", streamed, from[0], past(0, 199))
+		t.Errorf("readers at 199, class 0's stream at entry %d: streamed %v, class 0 from %d; want [0] from %d", stood, streamed, from[0], past(0, 199))
+	}
+	passed := 0
+	for _, k := range members[stood:past(0, 199)] {
+		if k%8 != 0 {
+			passed++
+		}
+	}
+	if got := x.f.Late() - before; got != int64(passed) || passed == 0 {
+		t.Errorf("Late grew by %d as class 0's stream caught up, want the %d names it passed over but probes", got, passed)
 	}
 }
 
