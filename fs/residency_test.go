@@ -79,8 +79,20 @@ func TestResidencyCheckedBeforeForgetting(t *testing.T) {
 			t.Errorf("sample %d, paged out, still marked resident", i)
 		}
 	}
-	if i := sampleOf(t, e1[r+10]); !fsys.SkipPush(i) {
-		t.Errorf("sample %d, ahead of the reader and cached, no longer marked resident", i)
+	// The files ahead of the reader not paged out stay marked: all but the two at most the
+	// machine's reclaim may have taken (found gone above). (Only names the helper looked
+	// up are looked at: a lookup of another would be the reader's, and move it.)
+	kept, ahead := 0, 0
+	for k := r; k <= r+10; k++ {
+		if i := sampleOf(t, e1[k]); !isGone[i] {
+			ahead++
+			if fsys.SkipPush(i) {
+				kept++
+			}
+		}
+	}
+	if kept < ahead-2 {
+		t.Errorf("of %d files ahead of the reader and cached, %d still marked resident, want all but two at most", ahead, kept)
 	}
 	// The whole page cache dropped: the check finds most files short, every mark goes.
 	for _, p := range e0 {
