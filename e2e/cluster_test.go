@@ -218,8 +218,9 @@ func TestClusterNodeFailure(t *testing.T) {
 	reads, errs, slowest = rd.finish()
 	body := scrape(t, metricsURL(t, mf))
 	hedges, _ := metricValue(body, "cassfs_fetch_hedges_total")
+	blockHedges, _ := metricValue(body, "cassfs_fetch_block_hedges_total")
 	chunks, _ := metricValue(body, `cassfs_fuse_requests_total\{op="readdirplus"\}`)
-	t.Logf("steady reader with node 2 frozen: %d reads, %d errors, slowest %v; %v reads hedged; %v READDIRPLUS", reads, len(errs), slowest, hedges, chunks)
+	t.Logf("steady reader with node 2 frozen: %d reads, %d errors, slowest %v; %v reads hedged, %v samples of blocks waited for past 1 s; %v READDIRPLUS", reads, len(errs), slowest, hedges, blockHedges, chunks)
 	for _, err := range errs {
 		t.Errorf("read while node 2 was frozen: %v", err)
 	}
