@@ -15,6 +15,9 @@ import (
 	"github.com/google/uuid"
 )
 
+// coldBlocksRuns counts BenchmarkColdBlocks's iterations over -count runs.
+var coldBlocksRuns int
+
 // BenchmarkColdBlocks: a cold epoch read through the mount with its prefetches in blocks
 // (the default, --block-samples 16) and one per sample (--block-samples 1), against the
 // store client reading the same blobs one id per query with 16 in flight (the way every
@@ -28,9 +31,6 @@ import (
 // CASSFS_BENCH_OTHER_BIN, if set, is another cassfs binary (an earlier build) whose mount
 // at default flags is read the same way, after the others and before them in turn, its
 // rows prefixed "other-mount-blocks-": a regression shows in one run, on one machine state.
-// coldBlocksRuns counts BenchmarkColdBlocks's iterations over -count runs.
-var coldBlocksRuns int
-
 func BenchmarkColdBlocks(b *testing.B) {
 	const count, readers = 4000, 16
 	ds, _ := benchDataset(b, "blocks", count, 51)
