@@ -16,7 +16,14 @@ func (c *Cache) finish(i uint32, cl *call, reserved int64, data []byte, err erro
 // settle is finish's first half: the blob is cached (or the error told) and waiters are
 // woken. It reports whether the blob is to be pushed, and whom to tell of its arrival.
 func (c *Cache) settle(i uint32, cl *call, reserved int64, data []byte, err error) (push bool, onArrive func(any, uint32, time.Duration, bool)) {
-	prefetch := reserved >= 0
+	return c.deliver(i, cl, reserved, true, data, err)
+}
+
+// deliver is settle, the prefetch's place in flight (its count, its reserved bytes, its
+// slot of the shared bound) given back only if release is set: a block's go back together
+// (released).
+func (c *Cache) deliver(i uint32, cl *call, reserved int64, release bool, data []byte, err error) (push bool, onArrive func(any, uint32, time.Duration, bool)) {
+	prefetch := reserved >= 0 && release
 	c.mu.Lock()
 	delete(c.inflight, i)
 	if prefetch {
@@ -53,16 +60,43 @@ func (c *Cache) settle(i uint32, cl *call, reserved int64, data []byte, err erro
 	return push, onArrive
 }
 
+// released gives back the places in flight of a block's prefetches, delivered without.
+func (c *Cache) released(batch []pending) {
+	n := 0
+	c.mu.Lock()
+	for _, p := range batch {
+		if p.reserved >= 0 {
+			n++
+			c.prefetches--
+			c.reserved -= p.reserved
+		}
+	}
+	c.mu.Unlock()
+	if c.shared != nil {
+		for range n {
+			c.shared.Release()
+		}
+	}
+}
+
 // handOn is finish's second half: the blob is pushed and the prefetcher told. A push may
 // wait for pages a READ holds locked (a record file's READ spans several samples), so a
-// block settles all its samples before any is pushed (runBlock).
+// block settles all its samples before any is pushed (runBlock; a block split between
+// nodes pushes on a goroutine of its own instead).
 func (c *Cache) handOn(i uint32, cl *call, reserved int64, data []byte, err error, took time.Duration, push bool, onArrive func(any, uint32, time.Duration, bool)) {
-	if push && !c.push(i, data) {
-		c.mu.Lock()
-		delete(c.pushed, i) // its reader's READ will come: it stays fresh until then
-		c.mu.Unlock()
+	if push {
+		c.pushOne(i, data)
 	}
 	if reserved >= 0 && onArrive != nil {
 		onArrive(cl.owner, i, took, err == nil)
+	}
+}
+
+// pushOne hands sample i's settled blob to push.
+func (c *Cache) pushOne(i uint32, data []byte) {
+	if !c.push(i, data) {
+		c.mu.Lock()
+		delete(c.pushed, i) // its reader's READ will come: it stays fresh until then
+		c.mu.Unlock()
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/cassfs/cassfs/store"
 )
 
 // BlockOptions bound the blocks prefetches are read in (CacheOptions.Block).
@@ -118,7 +121,14 @@ func (c *Cache) sendLocked() {
 }
 
 // runBlock fetches a block and hands out its answers together once it has them all, so
-// that the prefetches their arrivals issue make up the next block (flush).
+// that the prefetches their arrivals issue make up the next block (flush). A block the
+// store split between nodes (store.WithParts) has its answers delivered (cached, their
+// waiters woken) and pushed as they come instead, lest a slow node's part hold back the
+// others' readers and pushes; the prefetcher is still told of all together. Its pushes
+// run on a goroutine of the block's own: a push may wait for pages a READ holds locked,
+// and a record file's READ may span a later row the block must go on to deliver. A block
+// in one part comes in one frame: pushed row by row it read slower (bench/history/
+// journal.md, "a block's answers delivered as they come").
 func (c *Cache) runBlock(batch []pending) {
 	defer c.wg.Done()
 	samples := make([]uint32, len(batch))
@@ -126,15 +136,42 @@ func (c *Cache) runBlock(batch []pending) {
 		samples[k] = p.i
 	}
 	type answer struct {
-		data []byte
-		err  error
-		ok   bool
+		data     []byte
+		err      error
+		ok       bool
+		early    bool // delivered and pushed as it came (a split block's)
+		onArrive func(any, uint32, time.Duration, bool)
 	}
 	answers := make([]answer, len(batch))
-	start := time.Now()
-	c.blocks.FetchBlock(c.ctx, samples, func(k int, data []byte, err error) {
-		answers[k] = answer{data, err, true} // each k once: no two writers of one element
+	var split atomic.Bool
+	toPush, pushed := make(chan int, len(batch)), make(chan struct{})
+	ctx := store.WithParts(c.ctx, func(n int) {
+		if n > 1 && split.CompareAndSwap(false, true) {
+			go func() {
+				defer close(pushed)
+				for k := range toPush {
+					c.pushOne(batch[k].i, answers[k].data)
+				}
+			}()
+		}
 	})
+	start := time.Now()
+	c.blocks.FetchBlock(ctx, samples, func(k int, data []byte, err error) {
+		a := &answers[k] // each k once: no two writers of one element
+		a.data, a.err, a.ok = data, err, true
+		if split.Load() {
+			a.early = true
+			p := batch[k]
+			var push bool
+			if push, a.onArrive = c.deliver(p.i, p.cl, p.reserved, false, data, err); push {
+				toPush <- k
+			}
+		}
+	})
+	close(toPush)
+	if split.Load() {
+		<-pushed
+	}
 	for k := range answers {
 		if !answers[k].ok {
 			answers[k].err = errNoAnswer // a fetcher's fault: never an empty blob served
@@ -146,12 +183,18 @@ func (c *Cache) runBlock(batch []pending) {
 	c.holding++
 	c.mu.Unlock()
 	push := make([]bool, len(batch))
-	var onArrive func(any, uint32, time.Duration, bool)
+	var early []pending
 	for k, p := range batch {
-		push[k], onArrive = c.settle(p.i, p.cl, p.reserved, answers[k].data, answers[k].err)
+		if a := &answers[k]; a.early {
+			early = append(early, p)
+		} else {
+			push[k], a.onArrive = c.settle(p.i, p.cl, p.reserved, a.data, a.err)
+		}
 	}
+	c.released(early)
 	for k, p := range batch {
-		c.handOn(p.i, p.cl, p.reserved, answers[k].data, answers[k].err, took, push[k], onArrive)
+		a := &answers[k]
+		c.handOn(p.i, p.cl, p.reserved, a.data, a.err, took, push[k], a.onArrive)
 	}
 	c.mu.Lock()
 	c.holding--

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cassfs/cassfs/store"
 )
 
 // blockFetcher is a BlockFetcher over blobOf: it records the blocks it was asked for and
@@ -281,5 +283,96 @@ func TestBlockWakesAllBeforePushing(t *testing.T) {
 	}
 	if b, _ := f.record(); len(b) != 1 || len(b[0]) != 4 {
 		t.Errorf("blocks %v, want one of the four samples", b)
+	}
+}
+
+// partFetcher answers a block in two parts, as a block the store split between two nodes
+// comes (parts: what it tells store.TellParts): its first two samples at once, the others
+// once slow is closed.
+type partFetcher struct {
+	blockFetcher
+	parts int
+	slow  chan struct{}
+}
+
+func (f *partFetcher) FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error)) {
+	store.TellParts(ctx, f.parts)
+	for k, i := range samples {
+		if k == 2 {
+			<-f.slow
+		}
+		got(k, blobOf(i, 100), nil)
+	}
+}
+
+// TestSplitBlockHandsOnAsItComes: of a block split between nodes, the samples of the part
+// that came are cached, their readers woken and the others pushed before the slow part
+// comes, none from a hedge. A block in one part is handed on together once all came, as
+// before (pushed row by row it read slower).
+func TestSplitBlockHandsOnAsItComes(t *testing.T) {
+	for _, parts := range []int{2, 1} {
+		f := &partFetcher{parts: parts, slow: make(chan struct{})}
+		var pushes sync.Map
+		c := NewCache(f, CacheOptions{MaxBytes: 1 << 20, Samples: 100, Block: BlockOptions{Samples: 4, HedgeAfter: time.Minute},
+			Push: func(i uint32, data []byte) bool { pushes.Store(i, true); return true }})
+		release := sync.OnceFunc(func() { close(f.slow) })
+		for i := range uint32(4) {
+			c.Prefetch(i, PrefetchOptions{Size: 100, MaxInFlight: 100})
+		}
+		got := make(chan error, 1)
+		go func() {
+			data, err := c.Get(context.Background(), 1)
+			if err == nil && (len(data) != 100 || data[0] != 1) {
+				err = errors.New("wrong bytes")
+			}
+			got <- err
+		}()
+		if parts > 1 {
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Errorf("split block: Get(1), its part answered: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("split block: Get(1) not answered while the other part was held")
+			}
+			waitFor(t, "sample 0 pushed while the other part is held", func() bool { _, ok := pushes.Load(uint32(0)); return ok })
+		} else {
+			select {
+			case err := <-got:
+				t.Errorf("block in one part: Get(1) answered (%v) before the whole block came", err)
+				got <- nil // for the wait below
+			case <-time.After(100 * time.Millisecond):
+			}
+			n := 0
+			pushes.Range(func(any, any) bool { n++; return true })
+			if n != 0 {
+				t.Errorf("block in one part: %d samples pushed before the whole block came", n)
+			}
+		}
+		release()
+		if parts == 1 {
+			if err := <-got; err != nil {
+				t.Errorf("block in one part: Get(1): %v", err)
+			}
+		}
+		waitFor(t, "the block's unread samples pushed", func() bool {
+			_, zero := pushes.Load(uint32(0))
+			_, two := pushes.Load(uint32(2))
+			_, three := pushes.Load(uint32(3))
+			return zero && two && three
+		})
+		if _, alone := f.record(); len(alone) != 0 {
+			t.Errorf("%d parts: fetched alone %v, want none (no hedge)", parts, alone)
+		}
+		for i := range uint32(4) {
+			if !c.Has(i) {
+				t.Errorf("%d parts: sample %d not cached after its block", parts, i)
+			}
+		}
+		if err := c.checkInvariants(); err != nil {
+			t.Error(err)
+		}
+		c.Close()
 	}
 }

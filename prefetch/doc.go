@@ -61,7 +61,8 @@
 // of a block let the prefetcher issue as many again, and the prefetches they issue make
 // the next block instead of going out one by one. So blocks are full while the database
 // is busy (15.5 samples a block in a cold epoch at a 0.1 ms link) and nothing waits when
-// it is idle. A block's answers are handed out together once all have come.
+// it is idle. A block's answers are handed out together once all have come, but for a
+// block split between nodes (its parts arrive apart): cached and pushed as they come.
 //
 // A block is never worse than single reads for a reader: a Get of a sample queued for a
 // block takes it out and fetches it alone at once; a Get of a sample in a block sent waits

@@ -23,6 +23,24 @@ type BlockReader interface {
 	GetBlock(ctx context.Context, ids []uuid.UUID, got func(k int, b Blob, err error))
 }
 
+// partsKey is the context key of WithParts.
+type partsKey struct{}
+
+// WithParts returns ctx carrying parts, which a BlockReader's GetBlock given it calls with
+// the number of requests it splits the block into (one per node owning some of its ids)
+// before it sends them: a caller hands on the answers of a block split between nodes as
+// they come, since its parts arrive apart (package prefetch).
+func WithParts(ctx context.Context, parts func(n int)) context.Context {
+	return context.WithValue(ctx, partsKey{}, parts)
+}
+
+// TellParts tells the caller of GetBlock (WithParts) into how many parts the block went.
+func TellParts(ctx context.Context, n int) {
+	if parts, ok := ctx.Value(partsKey{}).(func(int)); ok {
+		parts(n)
+	}
+}
+
 // GetBlock reads the blobs of ids through r as BlockReader.GetBlock does: in blocks if r is
 // a BlockReader, else with one Get per id, all at once.
 func GetBlock(ctx context.Context, r BlobReader, ids []uuid.UUID, got func(k int, b Blob, err error)) {

@@ -105,6 +105,7 @@ func seq(n int) []int {
 // the parts at once.
 func (c *Store) readBlock(ctx context.Context, q blockQuery, ids []uuid.UUID, ks []int, got func(k int, b store.Blob, err error)) {
 	hosts, parts := c.owners(q.single, ids)
+	store.TellParts(ctx, len(parts))
 	if len(parts) == 1 {
 		c.readPart(ctx, q, hosts[0], ids, ks, got)
 		return
