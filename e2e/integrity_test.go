@@ -14,6 +14,7 @@ import (
 
 	"github.com/cassfs/cassfs/store"
 	"github.com/gocql/gocql"
+	"github.com/google/uuid"
 )
 
 // TestIntegrity: a blob rewritten behind cassfs's back is refused with EIO and a logged
@@ -70,8 +71,8 @@ func TestIntegrity(t *testing.T) {
 }
 
 // TestRetainedBlobsStayIntact: blobs the Cassandra backend hands over without copying
-// (Get with no buffer) keep their bytes while many more reads go on over the same
-// connections: the driver does not reuse their frame buffers.
+// (Get with no buffer, and every blob of a block) keep their bytes while many more reads
+// go on over the same connections: the driver does not reuse their frame buffers.
 func TestRetainedBlobsStayIntact(t *testing.T) {
 	d := sharedDataset(t)
 	st := openStore(t, d.name, false)
@@ -88,12 +89,32 @@ func TestRetainedBlobsStayIntact(t *testing.T) {
 		}
 		kept[k] = b.Data
 	}
+	// Then blocks of 16 (the first one's blobs kept from here on).
+	block := func(from int, keep bool) {
+		ids := make([]uuid.UUID, 16)
+		for j := range ids {
+			ids[j] = samples[(from+j)%len(samples)].ID
+		}
+		store.GetBlock(ctx, st, ids, func(j int, b store.Blob, err error) {
+			if err != nil {
+				t.Error(err)
+			} else if keep {
+				kept[from+j] = b.Data
+			}
+		})
+	}
+	kept = append(kept, make([][]byte, 16)...)
+	block(len(kept)-16, true)
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := g; k < 3*len(samples); k += 16 {
+				if k%5 == 0 {
+					block(k, false)
+					continue
+				}
 				if _, err := st.Get(ctx, samples[k%len(samples)].ID, nil); err != nil {
 					t.Error(err)
 					return

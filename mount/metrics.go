@@ -333,6 +333,7 @@ var (
 		{"cassfs_fetch_blocks_total", "Blocks the prefetcher asked the database for: many samples in one request each (--block-samples).", true, func(s prefetch.CacheStats) float64 { return float64(s.Blocks) }},
 		{"cassfs_fetch_block_samples_total", "Samples asked for in blocks.", true, func(s prefetch.CacheStats) float64 { return float64(s.BlockSamples) }},
 		{"cassfs_fetch_block_hedges_total", "Samples of blocks a reader waited for past --speculative-after (or 1 s), asked for alone as well.", true, func(s prefetch.CacheStats) float64 { return float64(s.BlockHedges) }},
+		{"cassfs_cache_blobs_copied_total", "Blobs of a block's answer copied into memory of their own when the cache evicted another blob of that answer (a block's blobs are otherwise kept in the buffer they came in).", true, func(s prefetch.CacheStats) float64 { return float64(s.Copied) }},
 		{"cassfs_cache_bytes", "Bytes of blobs cached.", false, func(s prefetch.CacheStats) float64 { return float64(s.Bytes) }},
 		{"cassfs_cache_unread_bytes", "Bytes of prefetched blobs not read yet.", false, func(s prefetch.CacheStats) float64 { return float64(s.FreshBytes) }},
 		{"cassfs_requests_in_flight", "Fetches in flight.", false, func(s prefetch.CacheStats) float64 { return float64(s.InFlight) }},

@@ -16,13 +16,13 @@ func (c *Cache) finish(i uint32, cl *call, reserved int64, data []byte, err erro
 // settle is finish's first half: the blob is cached (or the error told) and waiters are
 // woken. It reports whether the blob is to be pushed, and whom to tell of its arrival.
 func (c *Cache) settle(i uint32, cl *call, reserved int64, data []byte, err error) (push bool, onArrive func(any, uint32, time.Duration, bool)) {
-	return c.deliver(i, cl, reserved, true, data, err)
+	return c.deliver(i, cl, reserved, true, data, err, nil)
 }
 
 // deliver is settle, the prefetch's place in flight (its count, its reserved bytes, its
 // slot of the shared bound) given back only if release is set: a block's go back together
-// (released).
-func (c *Cache) deliver(i uint32, cl *call, reserved int64, release bool, data []byte, err error) (push bool, onArrive func(any, uint32, time.Duration, bool)) {
+// (released). sh is the share data is carved from (a block's answer), or nil.
+func (c *Cache) deliver(i uint32, cl *call, reserved int64, release bool, data []byte, err error, sh *share) (push bool, onArrive func(any, uint32, time.Duration, bool)) {
 	prefetch := reserved >= 0 && release
 	c.mu.Lock()
 	delete(c.inflight, i)
@@ -45,7 +45,7 @@ func (c *Cache) deliver(i uint32, cl *call, reserved int64, release bool, data [
 	} else {
 		cl.data = data
 		// A blob someone waits for is consumed now; a prefetched one waits for its reader.
-		c.insertLocked(i, data, !cl.demanded)
+		c.insertLocked(i, data, !cl.demanded, sh)
 	}
 	push = err == nil && !cl.demanded && c.push != nil && c.fresh.Contains(i)
 	if push {

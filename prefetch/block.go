@@ -143,6 +143,7 @@ func (c *Cache) runBlock(batch []pending) {
 		onArrive func(any, uint32, time.Duration, bool)
 	}
 	answers := make([]answer, len(batch))
+	sh := &share{members: samples} // the store hands a block's blobs over uncopied
 	var split atomic.Bool
 	toPush, pushed := make(chan int, len(batch)), make(chan struct{})
 	ctx := store.WithParts(c.ctx, func(n int) {
@@ -163,7 +164,7 @@ func (c *Cache) runBlock(batch []pending) {
 			a.early = true
 			p := batch[k]
 			var push bool
-			if push, a.onArrive = c.deliver(p.i, p.cl, p.reserved, false, data, err); push {
+			if push, a.onArrive = c.deliver(p.i, p.cl, p.reserved, false, data, err, sh); push {
 				toPush <- k
 			}
 		}
@@ -188,7 +189,7 @@ func (c *Cache) runBlock(batch []pending) {
 		if a := &answers[k]; a.early {
 			early = append(early, p)
 		} else {
-			push[k], a.onArrive = c.settle(p.i, p.cl, p.reserved, a.data, a.err)
+			push[k], a.onArrive = c.deliver(p.i, p.cl, p.reserved, true, a.data, a.err, sh)
 		}
 	}
 	c.released(early)

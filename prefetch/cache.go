@@ -10,7 +10,6 @@ import (
 	"github.com/cassfs/cassfs/evict"
 	"github.com/cassfs/cassfs/internal/bitset"
 	"github.com/cassfs/cassfs/internal/inflight"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // Fetcher reads sample i's blob (the sample's canonical index in the mount's index): the
@@ -78,14 +77,14 @@ type Cache struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
-	mu         sync.Mutex                     // see the package doc's lock order
-	fresh      *simplelru.LRU[uint32, []byte] // guarded by mu; prefetched, not yet read
-	used       usedSet                        // guarded by mu; read at least once
-	reads      uint64                         // guarded by mu; reads served: the clock of a known future
-	bytes      int64                          // guarded by mu; sum of cached blob lengths
-	freshBytes int64                          // guarded by mu
-	inflight   map[uint32]*call               // guarded by mu
-	failed     map[uint32]failure             // guarded by mu; recent failures
+	mu         sync.Mutex         // see the package doc's lock order
+	fresh      *blobLRU           // guarded by mu; prefetched, not yet read
+	used       usedSet            // guarded by mu; read at least once
+	reads      uint64             // guarded by mu; reads served: the clock of a known future
+	bytes      int64              // guarded by mu; sum of cached blob lengths
+	freshBytes int64              // guarded by mu
+	inflight   map[uint32]*call   // guarded by mu
+	failed     map[uint32]failure // guarded by mu; recent failures
 	failFor    time.Duration
 	prefetches int                                                    // guarded by mu; fetches in flight started by Prefetch
 	reserved   int64                                                  // guarded by mu; expected bytes of prefetches in flight
@@ -108,6 +107,10 @@ type Cache struct {
 	pendBytes int64
 	sent      int
 	holding   int
+
+	// shares: the sample → the share its cached blob is carved from (share.go); a
+	// sample not in it holds memory of its own. Guarded by mu.
+	shares map[uint32]*share
 
 	stats cacheCounters
 }
@@ -136,7 +139,7 @@ type call struct {
 
 type cacheCounters struct {
 	hits, misses, waits, fetchErrors, evictions, prefetched, dropped, pushesLost atomic.Int64
-	blocks, blockSamples, blockHedges                                            atomic.Int64
+	blocks, blockSamples, blockHedges, copied                                    atomic.Int64
 }
 
 // CacheStats is a snapshot of a cache's counters.
@@ -155,11 +158,14 @@ type CacheStats struct {
 	// Blocks counts the blocks sent, BlockSamples the samples in them, BlockHedges the
 	// samples of blocks readers waited for past BlockOptions.HedgeAfter and read alone.
 	Blocks, BlockSamples, BlockHedges int64
-	Bytes                             int64 // bytes cached now
-	FreshBytes                        int64 // of which prefetched and not yet read
-	Entries                           int
-	InFlight                          int // fetches in flight
-	Prefetches                        int // of which started by Prefetch
+	// Copied counts blobs of a block's answer copied into memory of their own when the
+	// cache evicted another blob of that answer (see Memory in the package doc).
+	Copied     int64
+	Bytes      int64 // bytes cached now
+	FreshBytes int64 // of which prefetched and not yet read
+	Entries    int
+	InFlight   int // fetches in flight
+	Prefetches int // of which started by Prefetch
 }
 
 // NewCache returns a cache over fetch.
@@ -171,13 +177,13 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 		opts.FailureMemory = time.Second
 	}
 	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
-	fresh, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
-		fresh: fresh, used: newLRUUsed(), inflight: map[uint32]*call{},
+		fresh: newBlobLRU(), used: newLRUUsed(), inflight: map[uint32]*call{},
 		failed: map[uint32]failure{}, failFor: opts.FailureMemory, local: opts.Local,
 		push: opts.Push, skipPush: opts.SkipPush, shared: opts.Shared, pushed: map[uint32]struct{}{}, ahead: map[uint32]struct{}{},
+		shares: map[uint32]*share{},
 	}
 	if opts.Samples > 0 {
 		c.present = bitset.New(opts.Samples)
@@ -374,8 +380,9 @@ func (c *Cache) roomFreed() {
 }
 
 // insertLocked caches data within the bound: it evicts used blobs first; then a fresh
-// (unread) blob is dropped, while a consumed one evicts the oldest fresh blobs.
-func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
+// (unread) blob is dropped, while a consumed one evicts the oldest fresh blobs. sh is the
+// share data is carved from, or nil.
+func (c *Cache) insertLocked(i uint32, data []byte, fresh bool, sh *share) {
 	n := int64(len(data))
 	if n > c.maxBytes {
 		return
@@ -393,7 +400,7 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 			c.freshBytes -= int64(len(old))
 			delete(c.pushed, j)
 		}
-		c.bytes -= int64(len(old))
+		c.letGoLocked(j, old, true)
 		c.mark(j, false)
 		c.stats.evictions.Add(1)
 	}
@@ -405,6 +412,10 @@ func (c *Cache) insertLocked(i uint32, data []byte, fresh bool) {
 		c.used.add(i, data)
 	}
 	c.bytes += n
+	if sh != nil {
+		c.shares[i] = sh
+		sh.cached++
+	}
 }
 
 // Drop forgets sample i's blob: its readers read it elsewhere (its file in the disk tier,
@@ -417,11 +428,11 @@ func (c *Cache) Drop(i uint32) {
 	if data, ok := c.fresh.Peek(i); ok {
 		c.fresh.Remove(i)
 		c.freshBytes -= int64(len(data))
-		c.bytes -= int64(len(data))
+		c.letGoLocked(i, data, false)
 		delete(c.pushed, i)
 	} else if data, ok := c.used.peek(i); ok {
 		c.used.remove(i)
-		c.bytes -= int64(len(data))
+		c.letGoLocked(i, data, false)
 	} else {
 		return
 	}
@@ -481,6 +492,7 @@ func (c *Cache) Stats() CacheStats {
 	s.FetchErrors, s.Evictions, s.Prefetched = c.stats.fetchErrors.Load(), c.stats.evictions.Load(), c.stats.prefetched.Load()
 	s.Dropped, s.PushesLost = c.stats.dropped.Load(), c.stats.pushesLost.Load()
 	s.Blocks, s.BlockSamples, s.BlockHedges = c.stats.blocks.Load(), c.stats.blockSamples.Load(), c.stats.blockHedges.Load()
+	s.Copied = c.stats.copied.Load()
 	return s
 }
 
@@ -524,6 +536,10 @@ func (c *Cache) checkInvariants() error {
 		data, _ := c.used.peek(i)
 		used += int64(len(data))
 	}
+	slack, err := c.checkSharesLocked()
+	if err != nil {
+		return err
+	}
 	if c.present != nil {
 		for i := range uint32(len(c.present) * 64) {
 			_, used := c.used.peek(i)
@@ -533,12 +549,12 @@ func (c *Cache) checkInvariants() error {
 		}
 	}
 	switch {
-	case fresh+used != c.bytes:
-		return fmt.Errorf("entries hold %d bytes (%d fresh, %d used), the counter says %d", fresh+used, fresh, used, c.bytes)
+	case fresh+used+slack != c.bytes:
+		return fmt.Errorf("entries hold %d bytes (%d fresh, %d used) and their shares %d more, the counter says %d", fresh+used, fresh, used, slack, c.bytes)
 	case fresh != c.freshBytes:
 		return fmt.Errorf("fresh entries hold %d bytes, the counter says %d", fresh, c.freshBytes)
-	case fresh+used > c.maxBytes:
-		return fmt.Errorf("entries hold %d bytes, over the bound of %d", fresh+used, c.maxBytes)
+	case fresh+used+slack > c.maxBytes:
+		return fmt.Errorf("entries hold %d bytes, over the bound of %d", fresh+used+slack, c.maxBytes)
 	case c.prefetches == 0 && c.reserved != 0, c.reserved < 0, c.prefetches < 0:
 		return fmt.Errorf("%d bytes reserved by %d prefetches in flight", c.reserved, c.prefetches)
 	}

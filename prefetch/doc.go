@@ -35,6 +35,10 @@
 // cached, among the used blobs evicted first, for a READ that still comes. The bound is
 // unchanged: MaxBytes is what the daemon holds; pushed pages are the kernel's page cache.
 //
+// A block's blobs are kept in the one buffer they came in, not copied (share.go): the
+// cache counts the buffer while any of them is held, and copies the rest out when it
+// evicts one, so the bound stays what the daemon holds.
+//
 // Returned slices are shared and must not be modified.
 //
 // # Blocks

@@ -15,30 +15,67 @@ type usedSet interface {
 	peek(i uint32) ([]byte, bool)
 	add(i uint32, data []byte)
 	remove(i uint32)
+	replace(i uint32, data []byte)  // the same blob in other memory; its place is kept
 	victim() (uint32, []byte, bool) // removes and returns the blob to evict first
 	len() int
 	keys() []uint32
 }
 
-type lruUsed struct {
-	l *simplelru.LRU[uint32, []byte]
+// blobLRU is an LRU of blobs whose entries can be given other memory in place (Replace),
+// which simplelru's Add cannot do without moving the entry to the front.
+type blobLRU struct {
+	l *simplelru.LRU[uint32, *[]byte]
 }
 
-func newLRUUsed() *lruUsed {
+func newBlobLRU() *blobLRU {
 	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
-	l, _ := simplelru.NewLRU[uint32, []byte](1<<31-1, nil)
-	return &lruUsed{l}
+	l, _ := simplelru.NewLRU[uint32, *[]byte](1<<31-1, nil)
+	return &blobLRU{l}
 }
 
-func (u *lruUsed) get(i uint32) ([]byte, bool)  { return u.l.Get(i) }
-func (u *lruUsed) peek(i uint32) ([]byte, bool) { return u.l.Peek(i) }
-func (u *lruUsed) add(i uint32, data []byte)    { u.l.Add(i, data) }
-func (u *lruUsed) remove(i uint32)              { u.l.Remove(i) }
-func (u *lruUsed) victim() (uint32, []byte, bool) {
-	return u.l.RemoveOldest()
+func deref(p *[]byte, ok bool) ([]byte, bool) {
+	if !ok {
+		return nil, false
+	}
+	return *p, true
 }
-func (u *lruUsed) len() int       { return u.l.Len() }
-func (u *lruUsed) keys() []uint32 { return u.l.Keys() }
+
+func (b *blobLRU) Get(i uint32) ([]byte, bool)  { return deref(b.l.Get(i)) }
+func (b *blobLRU) Peek(i uint32) ([]byte, bool) { return deref(b.l.Peek(i)) }
+func (b *blobLRU) Contains(i uint32) bool       { return b.l.Contains(i) }
+func (b *blobLRU) Add(i uint32, data []byte)    { b.l.Add(i, &data) }
+func (b *blobLRU) Remove(i uint32)              { b.l.Remove(i) }
+func (b *blobLRU) Len() int                     { return b.l.Len() }
+func (b *blobLRU) Keys() []uint32               { return b.l.Keys() }
+func (b *blobLRU) RemoveOldest() (uint32, []byte, bool) {
+	i, p, ok := b.l.RemoveOldest()
+	d, _ := deref(p, ok)
+	return i, d, ok
+}
+
+// Replace gives entry i data, keeping its place; false if there is none.
+func (b *blobLRU) Replace(i uint32, data []byte) bool {
+	p, ok := b.l.Peek(i)
+	if ok {
+		*p = data
+	}
+	return ok
+}
+
+type lruUsed struct {
+	l *blobLRU
+}
+
+func newLRUUsed() *lruUsed { return &lruUsed{newBlobLRU()} }
+
+func (u *lruUsed) get(i uint32) ([]byte, bool)    { return u.l.Get(i) }
+func (u *lruUsed) peek(i uint32) ([]byte, bool)   { return u.l.Peek(i) }
+func (u *lruUsed) add(i uint32, data []byte)      { u.l.Add(i, data) }
+func (u *lruUsed) remove(i uint32)                { u.l.Remove(i) }
+func (u *lruUsed) replace(i uint32, data []byte)  { u.l.Replace(i, data) }
+func (u *lruUsed) victim() (uint32, []byte, bool) { return u.l.RemoveOldest() }
+func (u *lruUsed) len() int                       { return u.l.Len() }
+func (u *lruUsed) keys() []uint32                 { return u.l.Keys() }
 
 // minUsed is the used set under a known future. Its clock counts the cache's reads.
 type minUsed struct {
@@ -62,6 +99,11 @@ func (u *minUsed) peek(i uint32) ([]byte, bool) { d, ok := u.data[i]; return d, 
 func (u *minUsed) add(i uint32, data []byte) {
 	u.data[i] = data
 	u.policy.Add(i, *u.now)
+}
+func (u *minUsed) replace(i uint32, data []byte) {
+	if _, ok := u.data[i]; ok {
+		u.data[i] = data
+	}
 }
 func (u *minUsed) remove(i uint32) {
 	delete(u.data, i)

@@ -26,12 +26,13 @@ import (
 // is read again id by id (Get: token-aware, retried), so one id's trouble fails that id
 // alone; an id the answer lacks is missing (store.ErrNotFound).
 //
-// Every blob of a part arrives in one response frame, which the driver reads into one
-// buffer; each blob is copied out of it, so that a cached blob does not keep the frame of
-// the others alive (a 16-blob frame pinned by its last cached blob would hold 16 times the
-// bytes the cache counts). The copy costs ~6 µs per 110 KB (bench/blob-floor.txt), against
-// the ~60–70 µs of client CPU a request of its own costs a blob
-// (../shared/design/blocks-and-records.md, measured with gocql alone).
+// Every blob of a part arrives in one response frame, which the driver reads into a buffer
+// of its own; the blobs are handed over as slices of it, not copied (blobBytes), as Get's
+// are. So a blob held keeps the whole frame alive: the caller that keeps them must count
+// that (package prefetch's cache does, and copies a block's blobs out only when it evicts
+// one of them). The copy per blob it spares cost the daemon about a fifth of its CPU in
+// a cold epoch: the copies went to new memory, each page faulted in and zeroed
+// (bench/history/journal.md, "a block's blobs kept in the buffer they came in").
 
 // pinnedHost marks the context of a query that must go to one node first (a block's part).
 type pinnedHost struct{}
@@ -205,20 +206,20 @@ func (c *Store) queryPart(ctx context.Context, q blockQuery, h *gocql.HostInfo, 
 	var (
 		id    gocql.UUID
 		label int
-		data  []byte
+		data  blobBytes // the row's blob, in the response's buffer (see Blocks above)
 	)
 	dest := []any{&id, &data}
 	if q.label {
 		dest = []any{&id, &label, &data}
 	}
 	for {
-		data = nil // the driver appends to it: a new slice for every row (see Blocks above)
+		data = blobBytes{}
 		if !iter.Scan(dest...) {
 			break
 		}
 		for x, g := range gids {
 			if g == id {
-				row(x, store.Blob{Label: label, Data: data})
+				row(x, store.Blob{Label: label, Data: data.data})
 				break
 			}
 		}
