@@ -81,7 +81,7 @@ type Cache struct {
 	fresh      *blobLRU           // guarded by mu; prefetched, not yet read
 	used       usedSet            // guarded by mu; read at least once
 	reads      uint64             // guarded by mu; reads served: the clock of a known future
-	bytes      int64              // guarded by mu; sum of cached blob lengths
+	bytes      int64              // guarded by mu; cached blobs' lengths, and their shares' slack (share.go)
 	freshBytes int64              // guarded by mu
 	inflight   map[uint32]*call   // guarded by mu
 	failed     map[uint32]failure // guarded by mu; recent failures
@@ -159,7 +159,7 @@ type CacheStats struct {
 	// samples of blocks readers waited for past BlockOptions.HedgeAfter and read alone.
 	Blocks, BlockSamples, BlockHedges int64
 	// Copied counts blobs of a block's answer copied into memory of their own when the
-	// cache evicted another blob of that answer (see Memory in the package doc).
+	// cache evicted another blob of that answer (share.go).
 	Copied     int64
 	Bytes      int64 // bytes cached now
 	FreshBytes int64 // of which prefetched and not yet read
@@ -176,7 +176,6 @@ func NewCache(fetch Fetcher, opts CacheOptions) *Cache {
 	if opts.FailureMemory == 0 {
 		opts.FailureMemory = time.Second
 	}
-	// Entries are bounded by bytes, not count; the count bound only has to be unreachable.
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Cache{
 		fetch: fetch, maxBytes: opts.MaxBytes, ctx: ctx, cancel: cancel,
