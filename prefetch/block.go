@@ -34,6 +34,7 @@ type BlockFetcher interface {
 	// FetchBlock reads samples and calls got once for each, with its index in samples,
 	// as Fetch would answer it (a blob verified, or an error of that sample alone); it
 	// returns once all were answered. got may be called from several goroutines at once.
+	// The blobs may be slices of one buffer: the cache counts them as a share (share.go).
 	FetchBlock(ctx context.Context, samples []uint32, got func(k int, data []byte, err error))
 }
 

@@ -17,7 +17,9 @@ type BlockReader interface {
 	// once for each, with its index in ids, its blob or its error (the kinds of Get's:
 	// a missing blob wraps ErrNotFound, and names its id); it returns once every id was
 	// answered. got may be called from several goroutines at once, for different ids, and
-	// as the answers arrive, not in the order of ids; the blob's bytes are the caller's.
+	// as the answers arrive, not in the order of ids; the blob's bytes are the caller's,
+	// but may be slices of one buffer the block's blobs share (a response frame), which
+	// any of them held keeps alive (package prefetch counts that).
 	// A block that fails as a whole (a timeout, a node lost) is read again id by id, so
 	// that one id's trouble fails that id alone. Each request has the reader's deadline.
 	GetBlock(ctx context.Context, ids []uuid.UUID, got func(k int, b Blob, err error))
