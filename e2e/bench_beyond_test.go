@@ -207,15 +207,38 @@ func dropSome(b *testing.B, dir, root string, e, n int) {
 	}
 }
 
-// databaseCPU is the CPU time used so far by the Cassandra nodes running on this machine,
-// on the cores the readers use too (0 where none runs here).
+// databaseCPU is the CPU time the Cassandra nodes running on this machine, on the cores the
+// readers use too, have used so far serving (0 where none runs here): without their JIT
+// compilers' (see jvmCPU), which databaseJIT is.
 func databaseCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var serving time.Duration
+	for _, pid := range databaseNodes(b) {
+		serving += nodeCPU(b, pid)
+	}
+	return serving
+}
+
+// databaseJIT is the CPU time the JIT compilers of the Cassandra nodes running on this
+// machine have used so far.
+func databaseJIT(b *testing.B) time.Duration {
+	b.Helper()
+	var jit time.Duration
+	for _, pid := range databaseNodes(b) {
+		_, j := jvmCPU(b, pid)
+		jit += j
+	}
+	return jit
+}
+
+// databaseNodes is the process ids of the Cassandra nodes running on this machine.
+func databaseNodes(b *testing.B) []int {
 	b.Helper()
 	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total time.Duration
+	var pids []int
 	for _, c := range cmdlines {
 		data, err := os.ReadFile(c)
 		if err != nil {
@@ -228,9 +251,9 @@ func databaseCPU(b *testing.B) time.Duration {
 		if err != nil {
 			b.Fatal(err)
 		}
-		total += processCPU(b, pid)
+		pids = append(pids, pid)
 	}
-	return total
+	return pids
 }
 
 // waitQuiet waits, a minute at most, for a second in which the machine's CPUs were busy

@@ -68,7 +68,7 @@ func BenchmarkRecordView(b *testing.B) {
 			} else {
 				args = []string{filepath.Join(m.dir, "all", "epoch-"+strconv.Itoa(epoch), "file_list.txt")}
 			}
-			cpu0, db0 := daemonCPU(b, m), processCPU(b, db)
+			cpu0, db0 := daemonCPU(b, m), nodeCPU(b, db)
 			n, secs, reader := daliTimed(b, script, args...)
 			cpuPass := daemonCPU(b, m)
 			// The pause a training loop leaves between epochs; what the mount does in it for
@@ -77,7 +77,7 @@ func BenchmarkRecordView(b *testing.B) {
 			time.Sleep(time.Second)
 			perImage := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n) }
 			return recordPass{float64(n) / secs, reader * 1e6 / float64(n),
-				perImage(daemonCPU(b, m) - cpu0), perImage(processCPU(b, db) - db0), perImage(cpuPass - cpu0)}
+				perImage(daemonCPU(b, m) - cpu0), perImage(nodeCPU(b, db) - db0), perImage(cpuPass - cpu0)}
 		}
 		var warmRecords, warmFiles, coldRecords, coldFiles recordPass
 		for _, rtt := range rtts {
