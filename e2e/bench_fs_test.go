@@ -151,19 +151,26 @@ func BenchmarkFilesystemRead(b *testing.B) {
 	}
 }
 
-// processCPU is the user and system CPU time process pid has used so far
-// (/proc/PID/stat, fields 14 and 15, in clock ticks of 1/100 s).
+// processCPU is the user and system CPU time process pid has used so far.
 func processCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	stat, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return statCPU(b, path, stat)
+}
+
+// statCPU is the user and system CPU time in stat, a process's or a thread's stat file as
+// read from path (fields 14 and 15, in clock ticks of 1/100 s).
+func statCPU(b *testing.B, path string, stat []byte) time.Duration {
+	b.Helper()
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		b.Fatalf("/proc/%d/stat: %s", pid, stat)
+		b.Fatalf("%s: %s", path, stat)
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }

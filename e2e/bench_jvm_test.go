@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,13 +48,7 @@ func jvmCPU(b *testing.B, pid int) (total, jit time.Duration) {
 		if name := string(stat[open+1 : end]); !strings.HasPrefix(name, "C1 Compiler") && !strings.HasPrefix(name, "C2 Compiler") {
 			continue
 		}
-		f := strings.Fields(string(stat[end+2:]))
-		utime, err1 := strconv.ParseInt(f[11], 10, 64)
-		stime, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			b.Fatalf("%s: %s", t, stat)
-		}
-		jit += time.Duration(utime+stime) * 10 * time.Millisecond
+		jit += statCPU(b, t, stat)
 	}
 	return total, jit
 }
