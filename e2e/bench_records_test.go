@@ -27,13 +27,18 @@ import (
 //   - warm at 0.1 ms: after the cold pass of each view, epochs 1 and 2 of the same view;
 //     the second is reported (the dataset in the daemon's memory, and for the file view the
 //     page cache holding every sample from the epoch before; a record view's tars are new
-//     files every epoch, so its pages are pushed as the blobs are brought from memory).
+//     files every epoch, so its pages are pushed as the blobs are brought from memory, or
+//     with --records-at, written to local files its opens pass through to).
 //
-// Ratios: records' warm epoch ÷ local tars (and ÷ the same tars in tmpfs, whose page
-// cache is in 4 KiB pages as the mount's is) and ÷ the file view's warm epoch; records'
-// cold epoch ÷ the file view's, images/s and daemon+reader CPU per image (the daemon's
-// also up to the reader process's exit, without the pause: records-cold-cpu-pass/files-cold;
-// the next epoch's pushes start 50 ms after the last READ, mostly before that exit).
+// The record view is read twice over: on the main mount (records) and on its own
+// (records-at: --records-at, fs.MountRecords).
+//
+// Ratios, for each of records and records-at: the warm epoch ÷ local tars (and ÷ the same
+// tars in tmpfs, whose page cache is in 4 KiB pages as the mount's is) and ÷ the file
+// view's warm epoch; the cold epoch ÷ the file view's, images/s and daemon+reader CPU per
+// image (the daemon's also up to the reader process's exit, without the pause:
+// *-cold-cpu-pass/files-cold; the next epoch's pushes start 50 ms after the last READ,
+// mostly before that exit).
 func BenchmarkRecordView(b *testing.B) {
 	const count = 4000
 	ds, _ := benchDataset(b, "records", count, 61)
@@ -58,13 +63,14 @@ func BenchmarkRecordView(b *testing.B) {
 			}
 			fmt.Fprintf(os.Stderr, "%-28s %8.0f images/s  reader %5.0f µs/image  daemon %5.0f µs/image (%5.0f by the reader's exit)  database %5.0f µs/image\n", name, p.rate, p.reader, p.daemon, p.daemonPass, p.database)
 		}
-		// run reads with DALI (records: the epoch's tars; else its file list), measuring m's daemon.
-		run := func(m *mounted, records bool, epoch int) recordPass {
+		// run reads with DALI (records: the epoch's tars under root; else its file list),
+		// measuring m's daemon.
+		run := func(m *mounted, root string, records bool, epoch int) recordPass {
 			var args []string
 			script := "dali_bench.py"
 			if records {
 				script = "wds_read.py"
-				args = append([]string{"bench-dali", "--index", "--batch-size", "64"}, epochTars(b, m, epoch)...)
+				args = append([]string{"bench-dali", "--index", "--batch-size", "64"}, epochTars(b, root, epoch)...)
 			} else {
 				args = []string{filepath.Join(m.dir, "all", "epoch-"+strconv.Itoa(epoch), "file_list.txt")}
 			}
@@ -79,51 +85,65 @@ func BenchmarkRecordView(b *testing.B) {
 			return recordPass{float64(n) / secs, reader * 1e6 / float64(n),
 				perImage(daemonCPU(b, m) - cpu0), perImage(nodeCPU(b, db) - db0), perImage(cpuPass - cpu0)}
 		}
-		var warmRecords, warmFiles, coldRecords, coldFiles recordPass
+		cold, warm := map[string]recordPass{}, map[string]recordPass{}
 		for _, rtt := range rtts {
 			spec := linkSpec{Name: fmt.Sprintf("rtt-%gms", rtt), RTT: time.Duration(rtt * float64(time.Millisecond))}
 			spec.Jitter = spec.RTT / 15
 			ln := newLink(b, spec)
-			for _, records := range []bool{true, false} {
-				view := "files"
-				if records {
-					view = "records"
+			// records: the record view on the main mount; records-at: on its own mount
+			// (--records-at), a warm epoch's tars passed through to local files.
+			for _, view := range []string{"records", "records-at", "files"} {
+				args := append(ln.mountArgs(), shardArgs...)
+				var root string
+				if view == "records-at" {
+					root = b.TempDir()
+					args = append(args, "--records-at", root)
 				}
-				m := startMount(b, ds, append(ln.mountArgs(), shardArgs...)...)
+				m := startMount(b, ds, args...)
+				if root == "" {
+					root = m.dir
+				}
+				records := view != "files"
 				dropPageCache(b)
-				cold := run(m, records, 0)
-				report(fmt.Sprintf("%s/cold/rtt-%gms", view, rtt), cold)
+				c := run(m, root, records, 0)
+				report(fmt.Sprintf("%s/cold/rtt-%gms", view, rtt), c)
 				if rtt == rtts[0] {
-					run(m, records, 1)
-					warm := run(m, records, 2)
-					report(fmt.Sprintf("%s/warm/rtt-%gms", view, rtt), warm)
-					if records {
-						coldRecords, warmRecords = cold, warm
+					cold[view] = c
+					run(m, root, records, 1)
+					w := run(m, root, records, 2)
+					warm[view] = w
+					report(fmt.Sprintf("%s/warm/rtt-%gms", view, rtt), w)
+					if view == "records" {
 						// The same tars on local disk, page cache warm; and in tmpfs, whose page
 						// cache holds them in 4 KiB pages as a FUSE file's does, where the local
 						// disk's file system (ext4 here) maps its own 2–3.5× faster through
 						// DALI's mmap (bench/history/journal.md, "a warm epoch's pages").
-						tars := epochTars(b, m, 1)
-						localTars := copyTars(b, tars, b.TempDir())
-						b.ReportMetric(warm.rate/localWarm(b, "local-tars/warm", localTars, report).rate, "records-warm-images/local-tars")
+						tars := epochTars(b, root, 1)
+						local := localWarm(b, "local-tars/warm", copyTars(b, tars, b.TempDir()), report)
+						warm["local-tars"] = local
 						if shm, err := os.MkdirTemp("/dev/shm", "cassfs-bench-"); err == nil {
 							b.Cleanup(func() { os.RemoveAll(shm) })
-							b.ReportMetric(warm.rate/localWarm(b, "tmpfs-tars/warm", copyTars(b, tars, shm), report).rate, "records-warm-images/tmpfs-tars")
+							warm["tmpfs-tars"] = localWarm(b, "tmpfs-tars/warm", copyTars(b, tars, shm), report)
 						} else {
 							b.Logf("no tmpfs to copy the tars to: %v", err)
 						}
-					} else {
-						coldFiles, warmFiles = cold, warm
 					}
 				}
 				m.stop(b)
 			}
 			ln.proxy.Stop()
 		}
-		b.ReportMetric(warmRecords.rate/warmFiles.rate, "records-warm-images/files-warm")
-		b.ReportMetric(coldRecords.rate/coldFiles.rate, "records-cold-images/files-cold")
-		b.ReportMetric((coldRecords.reader+coldRecords.daemon)/(coldFiles.reader+coldFiles.daemon), "records-cold-cpu/files-cold")
-		b.ReportMetric((coldRecords.reader+coldRecords.daemonPass)/(coldFiles.reader+coldFiles.daemonPass), "records-cold-cpu-pass/files-cold")
+		for _, view := range []string{"records", "records-at"} {
+			b.ReportMetric(warm[view].rate/warm["local-tars"].rate, view+"-warm-images/local-tars")
+			if t, ok := warm["tmpfs-tars"]; ok {
+				b.ReportMetric(warm[view].rate/t.rate, view+"-warm-images/tmpfs-tars")
+			}
+			b.ReportMetric(warm[view].rate/warm["files"].rate, view+"-warm-images/files-warm")
+			c, f := cold[view], cold["files"]
+			b.ReportMetric(c.rate/f.rate, view+"-cold-images/files-cold")
+			b.ReportMetric((c.reader+c.daemon)/(f.reader+f.daemon), view+"-cold-cpu/files-cold")
+			b.ReportMetric((c.reader+c.daemonPass)/(f.reader+f.daemonPass), view+"-cold-cpu-pass/files-cold")
+		}
 	}
 }
 
@@ -153,9 +173,10 @@ func localWarm(b *testing.B, name string, tars []string, report func(string, rec
 	return p
 }
 
-// epochTars lists the tars of m's record view of epoch n, in shard order.
-func epochTars(b *testing.B, m *mounted, n int) []string {
-	dir := filepath.Join(m.dir, "all", "epoch-"+strconv.Itoa(n)+".wds")
+// epochTars lists the tars of the record view of epoch n under root (a mount's, or a
+// record view's own), in shard order.
+func epochTars(b *testing.B, root string, n int) []string {
+	dir := filepath.Join(root, "all", "epoch-"+strconv.Itoa(n)+".wds")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		b.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cassfs/cassfs/internal/testkit"
 )
@@ -176,4 +179,127 @@ func TestRecordViewWithReaders(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRecordViewOwnConnection: with --records-at the record views are mounted there too,
+// on a FUSE connection of their own: its tree holds only the splits' record views. An
+// epoch read there is followed, once its tars are closed, by the next epoch's tars written
+// to local files; that epoch's opens are passed through to them (no READ reaches cassfs,
+// where the kernel allows passthrough), every tar is byte for byte the main mount's, and
+// DALI reads each sample once in the epoch's order. Both mounts go at SIGTERM.
+func TestRecordViewOwnConnection(t *testing.T) {
+	d := sharedDataset(t)
+	rec := t.TempDir()
+	m := startMount(t, d.name, "--record-shard-size", "1MiB", "--records-at", rec, "--metrics-addr", "127.0.0.1:0", "--order", "strict")
+	url := metricsURL(t, m)
+	metric := func(name string) float64 { v, _ := metricValue(scrape(t, url), name); return v }
+	if got := testkit.Must(os.ReadDir(rec))(t); len(got) == 0 || slices.ContainsFunc(got, func(e os.DirEntry) bool { return e.Name() == "by-uuid" }) {
+		t.Fatalf("%s lists %v: want the splits alone", rec, got)
+	}
+	for _, e := range testkit.Must(os.ReadDir(filepath.Join(rec, "all")))(t) {
+		if !strings.HasSuffix(e.Name(), ".wds") {
+			t.Fatalf("%s/all lists %s: want record views alone", rec, e.Name())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(rec, "all", "epoch-1")); err == nil {
+		t.Fatalf("%s/all/epoch-1 resolves: want record views alone", rec)
+	}
+	tars := func(root string, n int) (paths []string) {
+		dir := filepath.Join(root, "all", "epoch-"+strconv.Itoa(n)+".wds")
+		for _, e := range testkit.Must(os.ReadDir(dir))(t) {
+			if strings.HasSuffix(e.Name(), ".tar") {
+				paths = append(paths, filepath.Join(dir, e.Name()))
+			}
+		}
+		return paths
+	}
+	// Epoch 0 read whole on the record view's mount, then let go: epoch 1's tars are
+	// written (the quiet time is 50 ms).
+	for _, tp := range tars(rec, 0) {
+		testkit.Must(os.ReadFile(tp))(t)
+	}
+	written := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); metric("cassfs_record_tars_local_total") < float64(n); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v tars written to local files 20 s after an epoch was read, want %d; %s", metric("cassfs_record_tars_local_total"), n, m.log())
+			}
+		}
+	}
+	passthrough := passthroughKernel(t)
+	noREADs := func(what string, read func()) {
+		t.Helper()
+		reads, passed := metric("cassfs_reads_total"), metric("cassfs_record_tar_opens_passed_through_total")
+		read()
+		if !passthrough {
+			return
+		}
+		if got := metric("cassfs_reads_total") - reads; got != 0 {
+			t.Errorf("%s: %v READs sent, want none (opens passed through)", what, got)
+		}
+		if metric("cassfs_record_tar_opens_passed_through_total") == passed {
+			t.Errorf("%s: no open passed through", what)
+		}
+	}
+	// Epoch 1's tars, each read whole from its local file, are the main mount's bytes.
+	shards := tars(rec, 1)
+	written(len(shards))
+	var got [][]byte
+	noREADs("epoch 1's tars read whole", func() {
+		for _, tp := range shards {
+			got = append(got, testkit.Must(os.ReadFile(tp))(t))
+		}
+	})
+	for k, tp := range tars(m.dir, 1) {
+		if !bytes.Equal(got[k], testkit.Must(os.ReadFile(tp))(t)) {
+			t.Fatalf("%s differs from %s", shards[k], tp)
+		}
+	}
+	// Epoch 2's tars (written once epoch 1's were closed) through DALI, which maps them.
+	written(2 * len(shards))
+	var items []readSample
+	noREADs("DALI reading epoch 2", func() {
+		_, items = readRecords(t, d, append([]string{"dali", "--index"}, tars(rec, 2)...)...)
+	})
+	order, _ := fileList(t, filepath.Join(m.dir, "all", "epoch-2"))
+	for k, p := range order {
+		order[k] = origName(p)
+	}
+	if got := expectEachOnce(t, d, "DALI through the record view's mount", items); !slices.Equal(got, order) {
+		t.Errorf("DALI through the record view's mount did not read in epoch 2's order")
+	}
+	// A process that maps epoch 3's tars and closes them, as DALI does, holds epoch 4's
+	// writing off while it maps them; once it is gone, epoch 4's tars are written.
+	written(3 * len(shards))
+	// (Python's mmap keeps a descriptor of its own: libc's, as DALI's reader uses it.)
+	holder := exec.Command("python3", append([]string{"-c", `import ctypes, mmap, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_RDONLY)
+    if libc.mmap(None, os.fstat(fd).st_size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0) in (None, ctypes.c_void_p(-1).value):
+        sys.exit("mmap %s: errno %d" % (p, ctypes.get_errno()))
+    os.close(fd)
+print("mapped", flush=True)
+time.sleep(2)`}, tars(rec, 3)...)...)
+	out := testkit.Must(holder.StdoutPipe())(t)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 7)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "mapped\n" {
+		t.Fatalf("the process mapping epoch 3's tars: %q, %v", line, err)
+	}
+	time.Sleep(time.Second)
+	if got := metric("cassfs_record_tars_local_total"); got != float64(3*len(shards)) {
+		t.Errorf("%v tars written while a process mapped epoch 3's, want %d (none of epoch 4's)", got, 3*len(shards))
+	}
+	holder.Wait()
+	written(4 * len(shards))
+	m.stop(t)
+	if isMounted(rec) {
+		t.Errorf("%s still mounted after cassfs exited", rec)
+		syscall.Unmount(rec, syscall.MNT_DETACH)
+	}
 }

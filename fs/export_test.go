@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/cassfs/cassfs/internal/bitset"
@@ -103,4 +105,14 @@ func (f *FS) TierBlob(i uint32, room int64) (data []byte, ok bool, left int64) {
 	f.recAhead.tierRoom.Store(room)
 	data, ok = f.tierBlob(i, nil)
 	return data, ok, f.recAhead.tierRoom.Load()
+}
+
+// WriteLocalTar writes shard k of split's record view called name (epoch-N.wds) into a file
+// in dir, as the record view's own connection does between epochs (records_local.go).
+func (f *FS) WriteLocalTar(dir, split, name string, k int) (*os.File, error) {
+	key, ok := f.views.RecordsKeyIn(split, f.views.Shard(), name)
+	if !ok {
+		return nil, fmt.Errorf("no record view %s/%s", split, name)
+	}
+	return f.writeTar(dir, f.views.Epoch(key).Records().Shard(k))
 }

@@ -375,6 +375,10 @@ type Config struct {
 	// pushed into a record file completes the pages it shares with its neighbours when
 	// those are held (records.go).
 	Peek func(i uint32) ([]byte, bool)
+	// RecordsDir is where the record view's own connection (MountRecords) writes the next
+	// epoch's tars, as files no name reaches, to pass its opens through to them
+	// (records_local.go); none written if empty.
+	RecordsDir string
 }
 
 // FS is the filesystem; Root returns its root node for mounting.
@@ -390,6 +394,7 @@ type FS struct {
 	reads, readBytes, filesRead atomic.Int64 // what readers were served
 	lookups                     atomic.Int64 // lookups of samples' names (epochs, by-uuid)
 	passedThrough               atomic.Int64 // opens passed through to a backing file
+	tarsPassed                  atomic.Int64 // opens of tars passed through to local files
 	fromFiles                   atomic.Int64 // READs answered from a backing file
 	// passthrough: OPEN is answered and samples with a backing file are passed through;
 	// otherwise their READs are spliced from the file. Mount clears it where the kernel
@@ -416,6 +421,12 @@ type FS struct {
 	tars               tarSet       // the record files the kernel knows (records.go)
 	recAhead           recordsAhead // the next epoch's tars, pushed between epochs (records_ahead.go)
 	root               *rootDir     // the tree's root, once Root made it
+	// recServer is the record view's own connection (MountRecords), recPassthrough whether
+	// the kernel passes its opens through to local files, local the tars written to them
+	// (records_local.go).
+	recServer      atomic.Pointer[fuse.Server]
+	recPassthrough atomic.Bool
+	local          localTars
 }
 
 // ServeStats counts what readers were served.
@@ -433,11 +444,15 @@ type ServeStats struct {
 	// caches the name after; a name looked up ahead of its reader counts once, for it),
 	// whether its bytes then come from cassfs or the page cache.
 	Lookups int64
+	// LocalTars counts the record view's tars written to local files (records_local.go),
+	// TarsPassedThrough the opens of tars passed through to them.
+	LocalTars, TarsPassedThrough int64
 }
 
 // Stats returns what readers were served so far.
 func (f *FS) Stats() ServeStats {
-	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load(), Lookups: f.lookups.Load()}
+	return ServeStats{Reads: f.reads.Load(), Bytes: f.readBytes.Load(), Files: f.filesRead.Load(), PassedThrough: f.passedThrough.Load(), FromFiles: f.fromFiles.Load(), Lookups: f.lookups.Load(),
+		LocalTars: f.local.count(), TarsPassedThrough: f.tarsPassed.Load()}
 }
 
 // served counts a READ answered with bytes off..end of a file.

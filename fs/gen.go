@@ -15,6 +15,9 @@ type genFile struct {
 	fs   *FS
 	size func() int64
 	read func(off int64, n int) []byte
+	// answer: OPEN is answered (keeping the page cache), on a connection where every OPEN
+	// must be (the record view's own: records_local.go).
+	answer bool
 }
 
 var (
@@ -59,6 +62,9 @@ func (g *genFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 // Open answers ENOSYS (see sampleFile.Open), unless the mount answers OPEN for samples:
 // one ENOSYS stops the kernel sending OPEN for the whole mount.
 func (g *genFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if g.answer {
+		return nil, fuse.FOPEN_KEEP_CACHE, 0
+	}
 	return g.fs.openGenerated()
 }
 

@@ -46,6 +46,60 @@ func Mount(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 // serve serves f in the background at mountpoint: a directory it mounts (direct), or
 // go-fuse's "/dev/fd/N", a descriptor mounted already (not direct: see ServeFD).
 func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server, error) {
+	server, err := serveRoot(mountpoint, f, f.Root(), 0, o, direct)
+	if err != nil {
+		return nil, err
+	}
+	f.server.Store(server)
+	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
+	// sends none again, so the choice holds for the mount's life.
+	if f.cfg.Backing != nil {
+		var why string
+		switch {
+		case f.ix.HasTargets():
+			why = "samples have targets: a file holds the sample and its target"
+		case o.Push:
+			why = "files are pushed into the page cache, which needs OPEN unanswered"
+		case o.NoPassthrough:
+			why = "asked for"
+		default:
+			why = canPassThrough(server)
+		}
+		if why != "" {
+			f.passthrough.Store(false)
+			f.log.Info("cache directory files served by reads spliced from them, not passed through", "why", why)
+		}
+	}
+	return server, nil
+}
+
+// MountRecords mounts f's record view at dir on a connection of its own, where OPEN is
+// answered and tars held in local files are passed through (records_local.go), and serves
+// it in the background. Mount f first; unmount this one first.
+func MountRecords(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
+	server, err := serveRoot(dir, f, &rootDir{dirNode: dirNode{fs: f}, records: true}, recordsIno, o, true)
+	if err != nil {
+		return nil, fmt.Errorf("mount the record view at %s: %w", dir, err)
+	}
+	f.recServer.Store(server)
+	why := canPassThrough(server)
+	if why == "" && f.cfg.RecordsDir == "" {
+		why = "no directory for them"
+	}
+	f.recPassthrough.Store(why == "")
+	if why != "" {
+		f.log.Info("record view: tars read through cassfs, not passed through to local files", "why", why)
+	}
+	go func() {
+		server.Wait()
+		f.local.closeAll()
+	}()
+	return server, nil
+}
+
+// serveRoot serves root in the background at mountpoint (see serve), numbering nodes from
+// firstIno (0: go-fuse's 2^63).
+func serveRoot(mountpoint string, f *FS, root gofs.InodeEmbedder, firstIno uint64, o MountOptions, direct bool) (*fuse.Server, error) {
 	if o.MaxBackground <= 0 {
 		o.MaxBackground = 128
 	}
@@ -55,10 +109,11 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 	opts := &gofs.Options{
 		// A node's FUSE id is its inode number, so FS.Push addresses a sample's inode
 		// without holding its go-fuse node; every inode number is unique (fs.go).
-		ExternalNodeID:  true,
-		EntryTimeout:    &long,
-		AttrTimeout:     &long,
-		NegativeTimeout: &long,
+		ExternalNodeID:    true,
+		EntryTimeout:      &long,
+		AttrTimeout:       &long,
+		NegativeTimeout:   &long,
+		FirstAutomaticIno: firstIno,
 		MountOptions: fuse.MountOptions{
 			FsName:        o.FsName,
 			Name:          "cassfs",
@@ -101,35 +156,15 @@ func serve(mountpoint string, f *FS, o MountOptions, direct bool) (*fuse.Server,
 	// own mount (tests: call the server's WaitMount first); other processes' POLLs are
 	// answered ENOSYS like any request. NewServer has already answered INIT (go-fuse
 	// v2.12: handleInit), so the kernel settings are known below.
-	raw := countingFS{RawFileSystem: gofs.NewNodeFS(f.Root(), opts), c: &f.requests}
+	raw := countingFS{RawFileSystem: gofs.NewNodeFS(root, opts), c: &f.requests}
 	server, err := newServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
 		return nil, err
 	}
-	f.server.Store(server)
 	go func() {
 		server.Serve()
 		serverDone()
 	}()
-	// Decided before the mount is announced: once an OPEN is answered ENOSYS the kernel
-	// sends none again, so the choice holds for the mount's life.
-	if f.cfg.Backing != nil {
-		var why string
-		switch {
-		case f.ix.HasTargets():
-			why = "samples have targets: a file holds the sample and its target"
-		case o.Push:
-			why = "files are pushed into the page cache, which needs OPEN unanswered"
-		case o.NoPassthrough:
-			why = "asked for"
-		default:
-			why = canPassThrough(server)
-		}
-		if why != "" {
-			f.passthrough.Store(false)
-			f.log.Info("cache directory files served by reads spliced from them, not passed through", "why", why)
-		}
-	}
 	return server, nil
 }
 

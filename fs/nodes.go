@@ -43,9 +43,11 @@ func (f *FS) lookupDir(ctx context.Context, parent *gofs.Inode, name string, out
 	return ch
 }
 
-// rootDir holds one directory per split and by-uuid.
+// rootDir holds one directory per split and by-uuid; the record view's own root (records,
+// MountRecords) one directory per split, showing only the split's record views.
 type rootDir struct {
 	dirNode
+	records bool
 }
 
 var (
@@ -60,13 +62,15 @@ func (r *rootDir) names() []string {
 	for _, s := range r.fs.views.Splits() {
 		names = append(names, s.Name)
 	}
-	names = append(names, view.ByUUIDName)
+	if !r.records {
+		names = append(names, view.ByUUIDName)
+	}
 	slices.Sort(names)
 	return names
 }
 
 func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if name == view.ByUUIDName {
+	if name == view.ByUUIDName && !r.records {
 		return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder { return &byUUIDDir{dirNode: dirNode{fs: r.fs}} }), 0
 	}
 	s, ok := r.fs.views.Split(name)
@@ -74,7 +78,7 @@ func (r *rootDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	return r.fs.lookupDir(ctx, r.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-		return &splitDir{dirNode: dirNode{fs: r.fs}, split: s, shard: r.fs.views.Shard()}
+		return &splitDir{dirNode: dirNode{fs: r.fs}, split: s, shard: r.fs.views.Shard(), records: r.records}
 	}), 0
 }
 
@@ -100,6 +104,7 @@ type splitDir struct {
 	split   *splits.Split
 	shard   splits.Shard // what its epochs show: the mount's shard, or a shard directory's
 	inShard bool         // a shard directory
+	records bool         // on the record view's own connection: its record views only
 }
 
 var (
@@ -112,18 +117,21 @@ func (d *splitDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if sh, ok := view.ParseShardName(name); ok && !d.inShard {
 		sh.Pad = d.shard.Pad // --shard-pad: every shard directory pads as the mount's shard does
 		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-			return &splitDir{dirNode: dirNode{fs: d.fs}, split: d.split, shard: sh, inShard: true}
+			return &splitDir{dirNode: dirNode{fs: d.fs}, split: d.split, shard: sh, inShard: true, records: d.records}
 		}), 0
+	}
+	if key, ok := d.fs.views.RecordsKeyIn(d.split.Name, d.shard, name); ok {
+		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
+			return &recordsDir{dirNode: dirNode{fs: d.fs}, key: key, path: d.Path(nil) + "/" + name, own: d.records}
+		}), 0
+	}
+	if d.records {
+		return nil, syscall.ENOENT
 	}
 	if name == view.SamplesName && !d.inShard {
 		t, _ := d.fs.views.Table(d.split.Name)
 		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
 			return &genFile{fs: d.fs, size: t.Size, read: t.Read}
-		}), 0
-	}
-	if key, ok := d.fs.views.RecordsKeyIn(d.split.Name, d.shard, name); ok {
-		return d.fs.lookupDir(ctx, d.EmbeddedInode(), name, out, func() gofs.InodeEmbedder {
-			return &recordsDir{dirNode: dirNode{fs: d.fs}, key: key, path: d.Path(nil) + "/" + name}
 		}), 0
 	}
 	key, ok := d.fs.views.EpochKeyIn(d.split.Name, d.shard, name)
@@ -146,6 +154,11 @@ func (d *splitDir) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHa
 	per := 2
 	if d.fs.views.HasTargets() {
 		per = 3
+	}
+	if d.records { // epoch-0.wds, epoch-1.wds, ...
+		return openListing(d.fs.cfg.EpochsListed, func(k int) fuse.DirEntry {
+			return dirEntry(view.EpochName(uint64(k)) + view.RecordsSuffix)
+		})
 	}
 	n := d.fs.cfg.EpochsListed * per
 	listed := n + 1

@@ -46,6 +46,7 @@ type recordsDir struct {
 	// path is the directory's path in the mount, kept from its making (as classDir's):
 	// the next epoch's tars are looked up beside it (records_ahead.go).
 	path string
+	own  bool // on the record view's own connection (MountRecords)
 }
 
 var (
@@ -66,7 +67,7 @@ func (d *recordsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut
 	if index {
 		return d.fs.lookupGen(ctx, d.EmbeddedInode(), name, out, func() *genFile {
 			return &genFile{fs: d.fs, size: func() int64 { return int64(len(sh.Index())) },
-				read: func(off int64, n int) []byte { return sliceAt(sh.Index(), off, n) }}
+				read: func(off int64, n int) []byte { return sliceAt(sh.Index(), off, n) }, answer: d.own}
 		}), 0
 	}
 	return d.fs.lookupTar(ctx, d, name, sh, out), 0
@@ -101,6 +102,12 @@ type tarFile struct {
 	// began (claim): a later push of it (the prefetcher's, after the tar was pushed
 	// between epochs, or as its blob comes for that READ) is skipped.
 	done bitset.Set
+	own  bool // on the record view's own connection: OPEN is answered (records_local.go)
+	// opens is how many opens of the tar are open, passed whether they are in passthrough
+	// mode (guarded by mu; own connection only).
+	mu     sync.Mutex
+	opens  int
+	passed bool
 }
 
 var (
@@ -119,7 +126,7 @@ func (f *FS) lookupTar(ctx context.Context, d *recordsDir, name string, sh *view
 		out.Ino = ch.StableAttr().Ino
 		return ch
 	}
-	t := &tarFile{fs: f, sh: sh, dir: d.path, pos: make(map[uint32]int, sh.Len()), done: bitset.New(sh.Len())}
+	t := &tarFile{fs: f, sh: sh, dir: d.path, pos: make(map[uint32]int, sh.Len()), done: bitset.New(sh.Len()), own: d.own}
 	for j := range sh.Len() {
 		t.pos[sh.Sample(j)] = j
 	}
@@ -140,8 +147,13 @@ func (t *tarFile) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 }
 
 // Open answers as a generated file does (genFile.Open): ENOSYS, so the kernel keeps the
-// tar's page cache across opens, pushed pages included.
+// tar's page cache across opens, pushed pages included. On the record view's own
+// connection it is answered, in passthrough mode where a local file holds the tar
+// (openOwn).
 func (t *tarFile) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	if t.own {
+		return t.openOwn(ctx)
+	}
 	return t.fs.openGenerated()
 }
 
@@ -350,11 +362,11 @@ func (s *tarSet) takePast() []*tarFile {
 // own goroutine: the kernel waits for each page's lock, which a READ of the old tar may
 // hold.
 func (f *FS) dropPages(tars []*tarFile) {
-	s := f.server.Load()
-	if s == nil {
-		return
-	}
 	for _, t := range tars {
+		s := f.serverOf(t)
+		if s == nil {
+			continue
+		}
 		// Offset 0, length 0: every page (fuse_reverse_inval_inode, fs/fuse/inode.c).
 		if st := s.InodeNotify(t.ino, 0, 0); st == fuse.OK {
 			f.push.dropped.Add(1)
@@ -433,9 +445,9 @@ func (f *FS) pushRecords(i uint32, data []byte) bool {
 // (by index in the shard; may be nil). The first page of one sample in every is left to
 // its READ.
 func (f *FS) pushTar(t *tarFile, j int, data []byte, every int, near map[int][]byte) bool {
-	s := f.server.Load()
-	if s == nil {
-		return false
+	s := f.serverOf(t)
+	if s == nil || t.own && f.local.has(t.sh.Key(), t.sh.K) {
+		return false // a tar held in a local file is opened in passthrough mode
 	}
 	sh := t.sh
 	page := int64(os.Getpagesize())
@@ -535,6 +547,14 @@ func (f *FS) pushTar(t *tarFile, j int, data []byte, every int, near map[int][]b
 		t.done.Put(uint32(j), true)
 	}
 	return pushed
+}
+
+// serverOf is the connection t is served on.
+func (f *FS) serverOf(t *tarFile) *fuse.Server {
+	if t.own {
+		return f.recServer.Load()
+	}
+	return f.server.Load()
 }
 
 // notifyStore writes data into ino's page cache at off, and counts it.

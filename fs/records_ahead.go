@@ -35,17 +35,86 @@ import (
 // next epoch's tars between epochs.
 type recordsAhead struct {
 	mu     sync.Mutex
-	ended  map[view.Key]string // guarded by mu: views whose last shard was READ, and their directories
-	pushed map[view.Key]bool   // guarded by mu: next epochs looked up and pushed (or being)
-	timer  *time.Timer         // guarded by mu: fires once no tar was READ for the quiet time
+	ended  map[view.Key]endedView // guarded by mu: views whose last shard was READ (or opened), and where
+	pushed map[view.Key]uint8     // guarded by mu: next epochs looked up and pushed (or being): pushedMain, pushedLocal
+	// opens is how many of each view's tars are open on the record view's own connection
+	// (guarded by mu): a view is not quiet while any is, nor while a process that opened
+	// one in passthrough mode maps one of them (mappers: their PIDs and the tars' inode
+	// numbers; records_local.go).
+	opens   map[view.Key]int
+	mappers map[view.Key]*mappers
+	timer   *time.Timer // guarded by mu: fires once no tar was READ for the quiet time
 	// tierRoom is the bytes the pause's pushes may still read from the disk tier
 	// (tierBudget, set as the pause begins).
 	tierRoom atomic.Int64
 }
 
+// endedView is a record view whose last shard was read: on the main connection (main, its
+// directory dir), on the record view's own (own), or both.
+type endedView struct {
+	dir       string
+	main, own bool
+}
+
+// What was done for a next epoch (recordsAhead.pushed): its tars looked up and pushed on
+// the main connection, written to local files for the record view's own.
+const (
+	pushedMain uint8 = 1 << iota
+	pushedLocal
+)
+
 // recordRead is told of every READ of a tar: with the lookahead helper running, a READ of
 // an epoch's last shard marks the epoch as ending, and every READ puts off the quiet.
-func (f *FS) recordRead(t *tarFile) {
+func (f *FS) recordRead(t *tarFile) { f.recordEvent(t, 0) }
+
+// recordOpened and recordClosed are told of the opens of a tar on the record view's own
+// connection, which READs alone do not show (an open passed through sends none): an open
+// of an epoch's last shard marks it as ending, and the epoch is quiet only once none of
+// its tars is open.
+func (f *FS) recordOpened(t *tarFile) { f.recordEvent(t, 1) }
+func (f *FS) recordClosed(t *tarFile) { f.recordEvent(t, -1) }
+
+// mappers are the processes that opened an epoch's tars in passthrough mode, and the tars.
+type mappers struct {
+	pids map[uint32]bool
+	inos map[uint64]bool
+}
+
+// recordMapper is told that process pid opened t in passthrough mode.
+func (f *FS) recordMapper(t *tarFile, pid uint32) {
+	a := &f.recAhead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mappers == nil {
+		a.mappers = map[view.Key]*mappers{}
+	}
+	m := a.mappers[t.sh.Key()]
+	if m == nil {
+		m = &mappers{pids: map[uint32]bool{}, inos: map[uint64]bool{}}
+		a.mappers[t.sh.Key()] = m
+	}
+	m.pids[pid], m.inos[t.ino] = true, true
+}
+
+// mapped reports whether a process that opened view k's tars in passthrough mode still
+// maps one (a.mu held); those that do not are forgotten.
+func (a *recordsAhead) mapped(k view.Key) bool {
+	m := a.mappers[k]
+	if m == nil {
+		return false
+	}
+	for pid := range m.pids {
+		if mapsAny(pid, m.inos) {
+			return true
+		}
+		delete(m.pids, pid)
+	}
+	delete(a.mappers, k)
+	return false
+}
+
+// recordEvent is a READ (open 0), an open (1) or a close (-1) of t.
+func (f *FS) recordEvent(t *tarFile, open int) {
 	la := f.helper.Load()
 	if la == nil || la.opts.NextEpoch <= 0 {
 		return
@@ -53,11 +122,26 @@ func (f *FS) recordRead(t *tarFile) {
 	a := &f.recAhead
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if t.sh.Last() {
-		if a.ended == nil {
-			a.ended = map[view.Key]string{}
+	k := t.sh.Key()
+	if open != 0 {
+		if a.opens == nil {
+			a.opens = map[view.Key]int{}
 		}
-		a.ended[t.sh.Key()] = t.dir
+		if a.opens[k] += open; a.opens[k] <= 0 {
+			delete(a.opens, k)
+		}
+	}
+	if t.sh.Last() && open >= 0 {
+		if a.ended == nil {
+			a.ended = map[view.Key]endedView{}
+		}
+		e := a.ended[k]
+		if t.own {
+			e.own = true
+		} else {
+			e.main, e.dir = true, t.dir
+		}
+		a.ended[k] = e
 	}
 	if len(a.ended) == 0 {
 		return
@@ -80,27 +164,48 @@ func (f *FS) recordsQuiet() {
 	ended := a.ended
 	a.ended = nil
 	if a.pushed == nil || len(a.pushed) > 1024 {
-		a.pushed = map[view.Key]bool{} // forget old epochs wholesale
+		a.pushed = map[view.Key]uint8{} // forget old epochs wholesale
 	}
-	var next []view.Key
+	var next, local []view.Key
 	var dirs []string
-	for k, dir := range ended {
+	mapped := false
+	for k, e := range ended {
+		open := a.opens[k] > 0
+		if !open && a.mapped(k) {
+			open, mapped = true, true
+		}
+		if open {
+			// Still being read: its last close puts the quiet off again (recordEvent), and
+			// while its tars are mapped they are looked at again after a quiet time.
+			if a.ended == nil {
+				a.ended = map[view.Key]endedView{}
+			}
+			a.ended[k] = e
+			continue
+		}
 		if k.Epoch == 1<<64-1 {
 			continue
 		}
 		nk := k
 		nk.Epoch++
-		if !a.pushed[nk] {
-			a.pushed[nk] = true
+		if e.main && a.pushed[nk]&pushedMain == 0 {
+			a.pushed[nk] |= pushedMain
 			next = append(next, nk)
-			dirs = append(dirs, path.Join(path.Dir(dir), view.EpochName(nk.Epoch)+view.RecordsSuffix))
+			dirs = append(dirs, path.Join(path.Dir(e.dir), view.EpochName(nk.Epoch)+view.RecordsSuffix))
 		}
+		if e.own && a.pushed[nk]&pushedLocal == 0 {
+			a.pushed[nk] |= pushedLocal
+			local = append(local, nk)
+		}
+	}
+	if mapped && a.timer != nil {
+		a.timer.Reset(la.opts.NextEpoch)
 	}
 	a.mu.Unlock()
 	// The epochs before the one that ended are let go first: the pages they free are the
 	// next epoch's pushes' to take.
 	f.dropPages(f.tars.takePast())
-	if len(next) > 0 && f.cfg.Backing != nil {
+	if len(next)+len(local) > 0 && f.cfg.Backing != nil {
 		a.tierRoom.Store(tierBudget())
 	}
 	for n, k := range next {
@@ -120,6 +225,11 @@ func (f *FS) recordsQuiet() {
 		case la.wake <- struct{}{}:
 		default:
 		}
+	}
+	// The record view's own connection writes the next epoch's tars to local files
+	// instead (records_local.go).
+	for _, k := range local {
+		f.writeLocal(k)
 	}
 }
 

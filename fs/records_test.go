@@ -100,6 +100,36 @@ func TestRecordViewIsTheEpochAsTars(t *testing.T) {
 	}
 }
 
+// TestLocalTarIsTheTar: a tar written to a local file for the record view's own
+// connection (--records-at) is byte for byte the tar the mount serves, and leaves no name
+// behind; with its blobs not held it is not written.
+func TestLocalTarIsTheTar(t *testing.T) {
+	f := newFixtureMeta(t, 60, classes, memstore.Options{}, []string{"patient_id"}, func(i int) map[string]string {
+		return map[string]string{"patient_id": "p" + strconv.Itoa(i%7)}
+	})
+	mnt, fsys := recordMount(t, f, 16<<10)
+	dir := t.TempDir()
+	if _, err := fsys.WriteLocalTar(dir, "all", "epoch-1.wds", 0); err == nil {
+		t.Errorf("a tar written with no blob held")
+	}
+	names, _ := readNames(t, filepath.Join(mnt, "all", "epoch-1.wds"))
+	for k := 0; k < len(names)/2; k++ {
+		want := testkit.Must(os.ReadFile(filepath.Join(mnt, "all", "epoch-1.wds", names[2*k+1])))(t)
+		file, err := fsys.WriteLocalTar(dir, "all", "epoch-1.wds", k)
+		if err != nil {
+			t.Fatalf("shard %d: %v", k, err)
+		}
+		got, err := io.ReadAll(io.NewSectionReader(file, 0, 1<<40))
+		file.Close()
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("shard %d: the local file (%d bytes, %v) is not the mount's tar (%d bytes)", k, len(got), err, len(want))
+		}
+	}
+	if left := testkit.Must(os.ReadDir(dir))(t); len(left) != 0 {
+		t.Errorf("%s holds %v after the tars were written", dir, left)
+	}
+}
+
 // checkShard reads one tar and checks each sample's members against the store and the
 // index file; it returns "<key> <path>" for each sample in the tar's order.
 func checkShard(t *testing.T, f *fixture, data, idx []byte) (keys []string) {

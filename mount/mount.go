@@ -277,6 +277,12 @@ func Open(ctx context.Context, st store.Store, o Options, log *slog.Logger) (*Mo
 			fc.PushRoom = r.take
 		}
 	}
+	if o.RecordsAt != "" {
+		fc.RecordsDir = o.CacheDir
+		if fc.RecordsDir == "" {
+			fc.RecordsDir = os.TempDir()
+		}
+	}
 	m.FS = cfs.New(fc)
 	m.metrics.served(m.FS, hedges)
 	return m, nil
@@ -338,13 +344,49 @@ type Server struct {
 	helper *lookaheadHelper
 	served chan struct{}
 	close  []func()
+	// records serves the record view at RecordsDir (Options.RecordsAt), until
+	// recordsServed is closed.
+	records       fuseServer
+	RecordsDir    string
+	recordsServed chan struct{}
 }
 
 // Serve mounts m at dir (an absolute path, see PrepareMountpoint) and serves it in the
 // background, with its control socket for `cassfs stats`, until Unmount or an unmount
 // from outside (Done).
 func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
-	return m.serve(ctx, dir, func(mo cfs.MountOptions) (fuseServer, error) { return cfs.Mount(dir, m.FS, mo) })
+	if m.opts.RecordsAt == "" {
+		return m.serve(ctx, dir, func(o cfs.MountOptions) (fuseServer, error) { return cfs.Mount(dir, m.FS, o) })
+	}
+	// The record view's mount first: whoever waits for the main mount (--daemon, scripts)
+	// finds both.
+	var rs fuseServer
+	var at string
+	recServed := make(chan struct{})
+	s, err := m.serve(ctx, dir, func(o cfs.MountOptions) (fuseServer, error) {
+		var err error
+		if at, err = PrepareMountpoint(m.opts.RecordsAt, m.log); err != nil {
+			return nil, fmt.Errorf("--records-at: %w", err)
+		}
+		ro := o
+		ro.FsName += ".wds"
+		if rs, err = cfs.MountRecords(at, m.FS, ro); err != nil {
+			return nil, fmt.Errorf("--records-at: %w", err)
+		}
+		go func() { rs.Wait(); close(recServed) }()
+		main, err := cfs.Mount(dir, m.FS, o)
+		if err != nil {
+			unmount(at, rs.Unmount, recServed, m.log)
+			return nil, err
+		}
+		return main, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.records, s.RecordsDir, s.recordsServed = rs, at, recServed
+	m.log.Info("record view mounted", "at", at, "tars in", m.FS.RecordsDir())
+	return s, nil
 }
 
 // ServeFD serves m on fd, an open /dev/fuse descriptor that a privileged mounter (a CSI
@@ -355,6 +397,9 @@ func (m *Mount) Serve(ctx context.Context, dir string) (*Server, error) {
 // among them. ServeFD takes fd: it is closed once serving ends, or at once if ServeFD
 // fails. Unmount needs the privilege to unmount; without it, the mounter unmounts.
 func (m *Mount) ServeFD(ctx context.Context, fd int, mountpoint string) (*Server, error) {
+	if m.opts.RecordsAt != "" {
+		m.log.Warn("--records-at is not served on a mount handed over: it needs cassfs to mount", "records-at", m.opts.RecordsAt)
+	}
 	if fd > 0 {
 		// A descriptor handed over may be inherited by the processes the daemon starts
 		// (the lookahead helper), which would keep the connection alive after the daemon.
@@ -475,6 +520,14 @@ func (s *Server) Unmount() error {
 	if s.helper != nil {
 		s.helper.stop(s.m.log) // it holds the mount's root open
 	}
+	var errs []error
+	if s.records != nil {
+		select {
+		case <-s.recordsServed:
+		default:
+			errs = append(errs, unmount(s.RecordsDir, s.records.Unmount, s.recordsServed, s.m.log))
+		}
+	}
 	defer func() {
 		for _, c := range s.close {
 			c()
@@ -482,10 +535,10 @@ func (s *Server) Unmount() error {
 	}()
 	select {
 	case <-s.served:
-		return nil
 	default:
+		errs = append(errs, unmount(s.Dir, s.server.Unmount, s.served, s.m.log))
 	}
-	return unmount(s.Dir, s.server.Unmount, s.served, s.m.log)
+	return errors.Join(errs...)
 }
 
 // Close stops prefetching, ends the fetches in flight and closes the disk tier. Unmount

@@ -60,6 +60,10 @@ type Options struct {
 	// HedgeAfter (--speculative-after): on a cluster of more than one node, a blob read not
 	// answered after this long is sent once more (store/hedge); 0: never.
 	HedgeAfter time.Duration
+	// RecordsAt (--records-at), if set, is where the record view is also mounted on a
+	// connection of its own, whose tars of an epoch read warm are passed through to local
+	// files (fs.MountRecords): in --cache-dir if set, else in the temporary directory.
+	RecordsAt string
 }
 
 // Defaults returns the options of a mount no flag changed.

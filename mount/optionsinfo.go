@@ -86,6 +86,8 @@ var OptionsInfo = []OptionInfo{
 		boolOption(func(o *Options) *bool { return &o.StreamNames })},
 	{"push", "write prefetched files into the kernel's page cache ahead of their readers (samples whose inode the kernel knows: read before, under any name), so reading them sends no request to cassfs; --cache-size still bounds what the daemon holds (pushed pages are the kernel's, reclaimed like any file data). With --cache-dir, files are then read from it ahead and pushed (unless the page cache still has them) instead of passed through (false: opens of its files are passed through where the kernel allows it)", true,
 		boolOption(func(o *Options) *bool { return &o.Push })},
+	{"records-at", "also mount the record views (<split>/epoch-N.wds/ and shard directories' own) at this directory, on a FUSE connection of their own: there, each tar of an epoch whose samples are all held (in memory or --cache-dir) is written, between epochs, to a local file (in --cache-dir if set, else the temporary directory; unlinked, as much as the disk and half the memory available allow) and opened in passthrough mode (Linux 6.9+, root), so readers of a warm epoch read it as fast as tars on local disk; other tars read as on the main mount (several datasets: DIR/<dataset>; default: off)", false,
+		stringOption(func(o *Options) *string { return &o.RecordsAt })},
 }
 
 // AddFlags adds a flag to fs for every option of OptionsInfo, setting o's field; o's values

@@ -76,7 +76,7 @@ func TestOptionsInfo(t *testing.T) {
 			t.Errorf("option %s: a volume attribute: %v, want %v", oi.Name, got, oi.Attribute)
 		}
 	}
-	if got, want := len(attrs), 2+len(OptionsInfo)-3; got != want { // dataset, hosts; all but pprof, allow-other, debug-fuse
+	if got, want := len(attrs), 2+len(OptionsInfo)-4; got != want { // dataset, hosts; all but pprof, allow-other, debug-fuse, records-at
 		t.Errorf("%d volume attributes (%s), want %d", got, strings.Join(attrs, ", "), want)
 	}
 	// One value per option, set by flag and by attribute.
@@ -85,6 +85,7 @@ func TestOptionsInfo(t *testing.T) {
 		"prefetch": "100", "order": "strict", "prefetch-in-flight": "64", "block-samples": "8", "record-shard-size": "64MiB", "max-background": "12", "pprof": "true",
 		"allow-other": "true", "debug-fuse": "true", "scan-index": "true", "splits": "train", "shard": "1/4",
 		"speculative-after": "250ms", "shard-pad": "true", "look-ahead": "0", "push": "false", "stream-names": "true",
+		"records-at": "/r",
 	}
 	va := map[string]string{"dataset": "tiles"}
 	for _, oi := range OptionsInfo {
@@ -103,7 +104,7 @@ func TestOptionsInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Pprof, o.DebugFUSE = false, false // what no attribute sets
+	o.Pprof, o.DebugFUSE, o.RecordsAt = false, false, "" // what no attribute sets
 	if !reflect.DeepEqual(v.Options, o) {
 		t.Errorf("attributes set %+v, flags %+v", v.Options, o)
 	}

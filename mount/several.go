@@ -106,6 +106,15 @@ func (s *Several) Serve(ctx context.Context, dir string) error {
 				return err
 			}
 		}
+		if len(s.Mounts) > 1 && m.opts.RecordsAt != "" {
+			m.opts.RecordsAt = filepath.Join(m.opts.RecordsAt, m.dataset)
+			if err := os.Mkdir(m.opts.RecordsAt, 0o755); err == nil {
+				s.made = append(s.made, m.opts.RecordsAt)
+			} else if !errors.Is(err, os.ErrExist) {
+				s.Unmount()
+				return fmt.Errorf("record view mountpoint of dataset %s: %w", m.dataset, err)
+			}
+		}
 		srv, err := m.Serve(ctx, at)
 		if err != nil {
 			s.Unmount()
