@@ -2,12 +2,12 @@ package fs
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -298,7 +298,7 @@ func (f *FS) writeTar(dir string, sh *view.RecordShard) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bufio.NewWriterSize(file, 1<<20)
+	w := bufio.NewWriterSize(file, 4<<20)
 	var buf []byte
 	render := func(j int, from, to int64) error {
 		if from >= to {
@@ -361,18 +361,15 @@ func tempFile(dir string) (*os.File, error) {
 }
 
 // mapsAny reports whether process pid maps a file of inode number in inos (/proc/PID/maps:
-// "address perms offset dev inode path"); false once it is gone.
+// "address perms offset dev inode path", the inode number between spaces); false once it
+// is gone.
 func mapsAny(pid uint32, inos map[uint64]bool) bool {
 	data, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/maps")
 	if err != nil {
 		return false
 	}
-	for line := range strings.Lines(string(data)) {
-		fields := strings.Fields(line)
-		if len(fields) < 5 {
-			continue
-		}
-		if ino, err := strconv.ParseUint(fields[4], 10, 64); err == nil && inos[ino] {
+	for ino := range inos {
+		if bytes.Contains(data, []byte(" "+strconv.FormatUint(ino, 10)+" ")) {
 			return true
 		}
 	}

@@ -39,6 +39,13 @@ func newMountCmd() *cobra.Command {
   MOUNTPOINT/<split>/samples.csv                      every sample with its metadata
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
 
+--records-at DIR also mounts the record views at DIR (DIR/<split>/epoch-<N>.wds/, and
+DIR/<split>/shard-<R>-of-<W>/epoch-<N>.wds/), on a FUSE connection of their own where opens
+are answered: between epochs, the next epoch's tars whose samples are all held are
+written to unlinked local files (in --cache-dir, else the temporary directory) and their
+opens passed through to them (Linux 6.9+, root), so a warm epoch reads as fast as tars on
+local disk. Unmounting MOUNTPOINT unmounts DIR too.
+
 Every file carries its sample's metadata as extended attributes (getfattr -d FILE):
 user.cassfs.uuid, .label, .class, .name (its path at ingest), .sha256, and
 user.<column> for each metadata column; under arrival binding, of the sample the name
