@@ -182,7 +182,8 @@ func TestRecordViewWithReaders(t *testing.T) {
 }
 
 // TestRecordViewOwnConnection: with --records-at the record views are mounted there too,
-// on a FUSE connection of their own: its tree holds only the splits' record views. An
+// on a FUSE connection of their own: its tree holds only the splits' record views (and
+// shard directories' record views). An
 // epoch read there is followed, once its tars are closed, by the next epoch's tars written
 // to local files; that epoch's opens are passed through to them (no READ reaches cassfs,
 // where the kernel allows passthrough), every tar is byte for byte the main mount's, and
@@ -201,8 +202,13 @@ func TestRecordViewOwnConnection(t *testing.T) {
 			t.Fatalf("%s/all lists %s: want record views alone", rec, e.Name())
 		}
 	}
-	if _, err := os.Stat(filepath.Join(rec, "all", "epoch-1")); err == nil {
-		t.Fatalf("%s/all/epoch-1 resolves: want record views alone", rec)
+	for _, p := range []string{"all/epoch-1", "all/samples.csv", "all/shard-1-of-2/epoch-1"} {
+		if _, err := os.Stat(filepath.Join(rec, p)); err == nil {
+			t.Fatalf("%s/%s resolves: want record views alone", rec, p)
+		}
+	}
+	if got := testkit.Must(os.ReadDir(filepath.Join(rec, "all", "shard-1-of-2", "epoch-0.wds")))(t); len(got) < 2 {
+		t.Fatalf("%s/all/shard-1-of-2/epoch-0.wds lists %v: want its tars and indexes", rec, got)
 	}
 	tars := func(root string, n int) (paths []string) {
 		dir := filepath.Join(root, "all", "epoch-"+strconv.Itoa(n)+".wds")
