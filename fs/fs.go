@@ -45,7 +45,9 @@
 // their inode ahead of their readers (FUSE_NOTIFY_STORE), once the kernel knows the inode:
 // a later epoch's file is then looked up and read with no other request reaching cassfs.
 // Pushing keeps OPEN unanswered, so it excludes passthrough. Requests that do reach
-// cassfs are counted by operation (requests.go: FS.RequestStats).
+// cassfs are counted by operation (requests.go: FS.RequestStats). The record views can be
+// mounted a second time, on a connection of their own where OPEN is answered and a warm
+// epoch's tars are passed through to local files (MountRecords, records_local.go).
 //
 // # Past epochs leave the tree
 //
