@@ -89,6 +89,9 @@ type mappers struct {
 
 // recordMapper is told that process pid opened t in passthrough mode.
 func (f *FS) recordMapper(t *tarFile, pid uint32) {
+	if la := f.helper.Load(); la == nil || la.opts.NextEpoch <= 0 {
+		return // no quiet time is kept (recordEvent)
+	}
 	a := &f.recAhead
 	a.mu.Lock()
 	defer a.mu.Unlock()

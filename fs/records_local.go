@@ -238,8 +238,12 @@ func (f *FS) writeLocal(k view.Key) {
 		f.log.Warn("record view: tars not written to local files", "dir", dir, "err", err)
 		return
 	}
-	// A twentieth of the disk stays free for everything else.
-	free := int64(st.Bavail)*st.Bsize - int64(st.Blocks)*st.Bsize/20
+	// A twentieth of the disk stays free for everything else. (Counts are in fragments.)
+	unit := st.Frsize
+	if unit == 0 {
+		unit = st.Bsize
+	}
+	free := int64(st.Bavail)*unit - int64(st.Blocks)*unit/20
 	for s := range r.Len() {
 		sh := r.Shard(s)
 		if f.local.has(k, s) {

@@ -36,15 +36,9 @@ func newMountCmd() *cobra.Command {
   MOUNTPOINT/<split>/epoch-<N>@<K>/...                the same from position K on (resume)
   MOUNTPOINT/<split>/epoch-<N>.targets/...            with targets: each sample's target
   MOUNTPOINT/<split>/epoch-<N>.wds/shard-<K>.tar      the epoch as WebDataset shards (+ .idx)
+  DIR/<split>/epoch-<N>.wds/...   with --records-at DIR, warm tars passed through (local-disk speed)
   MOUNTPOINT/<split>/samples.csv                      every sample with its metadata
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
-
---records-at DIR also mounts the record views at DIR (DIR/<split>/epoch-<N>.wds/, and
-DIR/<split>/shard-<R>-of-<W>/epoch-<N>.wds/), on a FUSE connection of their own where opens
-are answered: between epochs, the next epoch's tars whose samples are all held are
-written to unlinked local files (in --cache-dir, else the temporary directory) and their
-opens passed through to them (Linux 6.9+, root), so a warm epoch reads as fast as tars on
-local disk. Unmounting MOUNTPOINT unmounts DIR too.
 
 Every file carries its sample's metadata as extended attributes (getfattr -d FILE):
 user.cassfs.uuid, .label, .class, .name (its path at ingest), .sha256, and
