@@ -36,7 +36,7 @@ func newMountCmd() *cobra.Command {
   MOUNTPOINT/<split>/epoch-<N>@<K>/...                the same from position K on (resume)
   MOUNTPOINT/<split>/epoch-<N>.targets/...            with targets: each sample's target
   MOUNTPOINT/<split>/epoch-<N>.wds/shard-<K>.tar      the epoch as WebDataset shards (+ .idx)
-  DIR/<split>/epoch-<N>.wds/...   with --records-at DIR, warm tars passed through (local-disk speed)
+  DIR/<split>/epoch-<N>.wds/shard-<K>.tar             the same with --records-at DIR, warm ones passed through
   MOUNTPOINT/<split>/samples.csv                      every sample with its metadata
   MOUNTPOINT/by-uuid/<uuid>.<ext>                     every sample by id
 
