@@ -92,6 +92,7 @@ func MountRecords(dir string, f *FS, o MountOptions) (*fuse.Server, error) {
 	}
 	go func() {
 		server.Wait()
+		f.recPassthrough.Store(false) // no tar is written any more (writeLocal)
 		f.local.closeAll()
 	}()
 	return server, nil

@@ -89,9 +89,6 @@ type mappers struct {
 
 // recordMapper is told that process pid opened t in passthrough mode.
 func (f *FS) recordMapper(t *tarFile, pid uint32) {
-	if la := f.helper.Load(); la == nil || la.opts.NextEpoch <= 0 {
-		return // no quiet time is kept (recordEvent)
-	}
 	a := &f.recAhead
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -125,9 +122,9 @@ func (a *recordsAhead) mapped(k view.Key) bool {
 
 // recordEvent is a READ (open 0), an open (1) or a close (-1) of t.
 func (f *FS) recordEvent(t *tarFile, open int) {
-	la := f.helper.Load()
-	if la == nil || la.opts.NextEpoch <= 0 {
-		return
+	quiet, helped := quietTime(f.helper.Load())
+	if !helped && !t.own {
+		return // the main connection's tars are pushed through the helper's lookups
 	}
 	a := &f.recAhead
 	a.mu.Lock()
@@ -156,20 +153,33 @@ func (f *FS) recordEvent(t *tarFile, open int) {
 	if len(a.ended) == 0 {
 		return
 	}
-	a.lookAgain = la.opts.NextEpoch
+	a.lookAgain = quiet
 	if a.timer == nil {
-		a.timer = time.AfterFunc(la.opts.NextEpoch, f.recordsQuiet)
+		a.timer = time.AfterFunc(quiet, f.recordsQuiet)
 		return
 	}
-	a.timer.Reset(la.opts.NextEpoch)
+	a.timer.Reset(quiet)
+}
+
+// ownQuiet is the quiet time of the record view's own connection where no lookahead helper
+// runs (its tars are written by the daemon alone): the helper's own default
+// (mount.nextEpochQuiet).
+const ownQuiet = 50 * time.Millisecond
+
+// quietTime is, with helper la (nil if none), how long no tar may be read before the next
+// epoch's are pushed or written (LookaheadOptions.NextEpoch, or ownQuiet), and whether the
+// helper runs (its lookups are what the main connection's pushes need).
+func quietTime(la *lookahead) (time.Duration, bool) {
+	if la != nil && la.opts.NextEpoch > 0 {
+		return la.opts.NextEpoch, true
+	}
+	return ownQuiet, false
 }
 
 // recordsQuiet has the helper look up the tars of the epoch after each ended one.
 func (f *FS) recordsQuiet() {
 	la := f.helper.Load()
-	if la == nil {
-		return
-	}
+	quiet, helped := quietTime(la)
 	a := &f.recAhead
 	a.mu.Lock()
 	ended := a.ended
@@ -199,7 +209,7 @@ func (f *FS) recordsQuiet() {
 		}
 		nk := k
 		nk.Epoch++
-		if e.main && a.pushed[nk]&pushedMain == 0 {
+		if e.main && helped && a.pushed[nk]&pushedMain == 0 {
 			a.pushed[nk] |= pushedMain
 			next = append(next, nk)
 			dirs = append(dirs, path.Join(path.Dir(e.dir), view.EpochName(nk.Epoch)+view.RecordsSuffix))
@@ -214,7 +224,7 @@ func (f *FS) recordsQuiet() {
 		// reader's): looked at every quiet time, they took a tenth of a core from the
 		// readers. Twice as long each time, the tars are written at most mapsEveryMax
 		// after the readers let them go.
-		a.lookAgain = min(2*max(a.lookAgain, la.opts.NextEpoch), mapsEveryMax)
+		a.lookAgain = min(2*max(a.lookAgain, quiet), mapsEveryMax)
 		a.timer.Reset(a.lookAgain)
 	}
 	a.mu.Unlock()

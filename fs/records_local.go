@@ -51,8 +51,9 @@ import (
 // opened one still maps it: DALI maps each tar and closes it at once, then reads the
 // mapping, which the kernel keeps on the local file (/proc/PID/maps shows it under the
 // tar's own inode number: file_user_inode). The mappings of those processes are looked at
-// every quiet time (LookaheadOptions.NextEpoch) until none is left; writing the next
-// epoch's tars while they were read halved the readers' rate.
+// after a quiet time (LookaheadOptions.NextEpoch; 50 ms without the lookahead helper), then
+// twice as long each time, until none is left; writing the next epoch's tars while they
+// were read cost the readers a fifth to a half of their rate.
 
 // recordsIno is where the record view's connection numbers its nodes (go-fuse numbers
 // them automatically from there): apart from the main connection's, which starts at 2^63,
@@ -69,6 +70,8 @@ type localKey struct {
 type localTars struct {
 	mu    sync.RWMutex
 	files map[localKey]*os.File // guarded by mu
+	// closed: the record view's connection ended; no file is kept any more (guarded by mu).
+	closed bool
 	// written counts tars written; failed those given up (a write error, or no room).
 	written, failed, bytes int64 // guarded by mu
 }
@@ -105,6 +108,10 @@ func (l *localTars) count() int64 {
 func (l *localTars) put(k view.Key, s int, f *os.File, n int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		f.Close()
+		return
+	}
 	if l.files == nil {
 		l.files = map[localKey]*os.File{}
 	}
@@ -128,10 +135,11 @@ func (l *localTars) dropBefore(k view.Key) {
 	}
 }
 
-// closeAll closes every file (the mount ends).
+// closeAll closes every file, and every file put from now on (the mount ends).
 func (l *localTars) closeAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	for lk, f := range l.files {
 		f.Close()
 		delete(l.files, lk)

@@ -130,6 +130,86 @@ func TestLocalTarIsTheTar(t *testing.T) {
 	}
 }
 
+// TestRecordsOwnConnectionWithoutHelper: the record view on its own connection
+// (MountRecords) with no lookahead helper: once an epoch's tars were read and closed, the
+// daemon's own quiet time passes and the next epoch's tars are written to local files;
+// read there they are byte for byte the main mount's, opened in passthrough mode with no
+// READ (where the kernel refuses passthrough, none is written).
+func TestRecordsOwnConnectionWithoutHelper(t *testing.T) {
+	f := newFixtureMeta(t, 60, classes, memstore.Options{}, []string{"patient_id"}, func(i int) map[string]string {
+		return map[string]string{"patient_id": "p" + strconv.Itoa(i%7)}
+	})
+	var fsys *cfs.FS
+	n := f.ix.Len()
+	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
+		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
+	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: n, Samples: n})
+	t.Cleanup(p.Close)
+	scratch := t.TempDir()
+	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, shardBytes: 16 << 10, config: func(c *cfs.Config) {
+		c.Looked, c.Held, c.Peek, c.RecordsDir = cache.Looked, cache.Has, cache.Peek, scratch
+	}})
+	rec := t.TempDir()
+	server, err := cfs.MountRecords(rec, fsys, cfs.MountOptions{FsName: "cassfs:test.wds"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := server.Unmount(); err != nil {
+			t.Errorf("unmount %s: %v", rec, err)
+		}
+	})
+	if err := server.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	tars := func(root, epoch string) (paths []string) {
+		dir := filepath.Join(root, "all", epoch+".wds")
+		names, _ := readNames(t, dir)
+		for _, name := range names {
+			if strings.HasSuffix(name, ".tar") {
+				paths = append(paths, filepath.Join(dir, name))
+			}
+		}
+		return paths
+	}
+	for _, tp := range tars(rec, "epoch-0") {
+		testkit.Must(os.ReadFile(tp))(t)
+	}
+	shards := tars(rec, "epoch-1")
+	if fsys.RecordsDir() == "" {
+		time.Sleep(500 * time.Millisecond)
+		if got := fsys.Stats().LocalTars; got != 0 {
+			t.Errorf("%d tars written where the kernel refuses passthrough", got)
+		}
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); fsys.Stats().LocalTars < int64(len(shards)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of epoch 1's %d tars written to local files", fsys.Stats().LocalTars, len(shards))
+		}
+	}
+	reads := fsys.Stats().Reads
+	var got [][]byte
+	for _, tp := range shards {
+		got = append(got, testkit.Must(os.ReadFile(tp))(t))
+	}
+	if r := fsys.Stats().Reads - reads; r != 0 || fsys.Stats().TarsPassedThrough < int64(len(shards)) {
+		t.Errorf("epoch 1's tars read with %d READs, %d opens passed through; want none, %d", r, fsys.Stats().TarsPassedThrough, len(shards))
+	}
+	for k, tp := range tars(mnt, "epoch-1") {
+		if !bytes.Equal(got[k], testkit.Must(os.ReadFile(tp))(t)) {
+			t.Fatalf("%s differs from %s", shards[k], tp)
+		}
+	}
+	// Epoch 1 read and closed, epoch 2's tars are written (and nothing is left to do after
+	// the test).
+	for deadline := time.Now().Add(10 * time.Second); fsys.Stats().LocalTars < int64(2*len(shards)); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tars written to local files after epoch 1 was read, want %d", fsys.Stats().LocalTars, 2*len(shards))
+		}
+	}
+}
+
 // checkShard reads one tar and checks each sample's members against the store and the
 // index file; it returns "<key> <path>" for each sample in the tar's order.
 func checkShard(t *testing.T, f *fixture, data, idx []byte) (keys []string) {
