@@ -32,6 +32,12 @@ import (
 // of about shardBytes.
 func recordMount(t *testing.T, f *fixture, shardBytes int64) (string, *cfs.FS) {
 	t.Helper()
+	return recordMountWith(t, f, shardBytes, nil)
+}
+
+// recordMountWith is recordMount with the configuration changed by config, if set.
+func recordMountWith(t *testing.T, f *fixture, shardBytes int64, config func(*cfs.Config)) (string, *cfs.FS) {
+	t.Helper()
 	var fsys *cfs.FS
 	n := f.ix.Len()
 	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
@@ -41,6 +47,9 @@ func recordMount(t *testing.T, f *fixture, shardBytes int64) (string, *cfs.FS) {
 	t.Cleanup(p.Close)
 	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, shardBytes: shardBytes, config: func(c *cfs.Config) {
 		c.Looked, c.Held, c.Peek = cache.Looked, cache.Has, cache.Peek
+		if config != nil {
+			config(c)
+		}
 	}})
 	return mnt, fsys
 }
@@ -139,16 +148,8 @@ func TestRecordsOwnConnectionWithoutHelper(t *testing.T) {
 	f := newFixtureMeta(t, 60, classes, memstore.Options{}, []string{"patient_id"}, func(i int) map[string]string {
 		return map[string]string{"patient_id": "p" + strconv.Itoa(i%7)}
 	})
-	var fsys *cfs.FS
-	n := f.ix.Len()
-	cache := prefetch.NewCache(prefetch.StoreFetch(f.st, f.ix), prefetch.CacheOptions{MaxBytes: 1 << 30, Samples: n,
-		Push: func(i uint32, data []byte) bool { return fsys.Push(i, data) }})
-	p := prefetch.NewPrefetcher(cache, prefetch.Options{Size: f.ix.Size, InitialWindow: n, Samples: n})
-	t.Cleanup(p.Close)
 	scratch := t.TempDir()
-	mnt := f.mount(t, mountOpts{cache: cache, prefetcher: p, fsys: &fsys, push: true, shardBytes: 16 << 10, config: func(c *cfs.Config) {
-		c.Looked, c.Held, c.Peek, c.RecordsDir = cache.Looked, cache.Has, cache.Peek, scratch
-	}})
+	mnt, fsys := recordMountWith(t, f, 16<<10, func(c *cfs.Config) { c.RecordsDir = scratch })
 	rec := t.TempDir()
 	server, err := cfs.MountRecords(rec, fsys, cfs.MountOptions{FsName: "cassfs:test.wds"})
 	if err != nil {
