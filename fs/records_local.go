@@ -40,7 +40,7 @@ import (
 // The local files: where the main connection pushes the next epoch's tars between epochs
 // (records_ahead.go), the record view's own writes each tar of the next epoch whose every
 // blob the cache (or the disk tier) holds into an unlinked file (O_TMPFILE) in
-// Config.RecordsDir, in large writes, so that the local filesystem keeps it in large
+// Config.RecordsDir, in 4 MiB writes, so that the local filesystem keeps it in large
 // folios; within the disk's free space and half the memory available (the file's pages
 // are page cache, dirty until written back). A tar not written is read as in a cold epoch.
 // An epoch's files are closed once the epoch after it is being written (the kernel keeps
@@ -71,9 +71,8 @@ type localTars struct {
 	mu    sync.RWMutex
 	files map[localKey]*os.File // guarded by mu
 	// closed: the record view's connection ended; no file is kept any more (guarded by mu).
-	closed bool
-	// written counts tars written; failed those given up (a write error, or no room).
-	written, failed, bytes int64 // guarded by mu
+	closed  bool
+	written int64 // guarded by mu: tars written
 }
 
 func (l *localTars) has(k view.Key, s int) bool {
@@ -105,7 +104,7 @@ func (l *localTars) count() int64 {
 	return l.written
 }
 
-func (l *localTars) put(k view.Key, s int, f *os.File, n int64) {
+func (l *localTars) put(k view.Key, s int, f *os.File) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -120,7 +119,6 @@ func (l *localTars) put(k view.Key, s int, f *os.File, n int64) {
 	}
 	l.files[localKey{k, s}] = f
 	l.written++
-	l.bytes += n
 }
 
 // dropBefore closes the files of k's view (any epoch) of epochs before k's.
@@ -264,9 +262,6 @@ func (f *FS) writeLocal(k view.Key) {
 		}
 		file, err := f.writeTar(dir, sh)
 		if err != nil {
-			f.local.mu.Lock()
-			f.local.failed++
-			f.local.mu.Unlock()
 			if !errors.Is(err, errNotHeld) {
 				f.log.Warn("record view: a tar not written to a local file", "dir", dir, "epoch", k.Epoch, "shard", s, "err", err)
 			}
@@ -274,7 +269,7 @@ func (f *FS) writeLocal(k view.Key) {
 		}
 		room -= n
 		free -= n
-		f.local.put(k, s, file, n)
+		f.local.put(k, s, file)
 		wrote, bytes = wrote+1, bytes+n
 	}
 }
@@ -292,8 +287,8 @@ func (f *FS) RecordsDir() string {
 var errNotHeld = errors.New("a blob is not held")
 
 // writeTar writes sh whole into an unlinked file in dir, from the blobs held, and returns
-// it. The blobs' bytes go from the cache's memory in one write each (bufio writes a blob
-// larger than its buffer straight through); headers and small members are rendered.
+// it: headers and small members rendered, the blobs' bytes from the cache's memory,
+// through a 4 MiB buffer, so that every write is 4 MiB at a 4 MiB offset (see above).
 func (f *FS) writeTar(dir string, sh *view.RecordShard) (*os.File, error) {
 	blobs := make([][]byte, sh.Len())
 	for j := range sh.Len() {
@@ -312,11 +307,14 @@ func (f *FS) writeTar(dir string, sh *view.RecordShard) (*os.File, error) {
 	}
 	w := bufio.NewWriterSize(file, 4<<20)
 	var buf []byte
-	render := func(j int, from, to int64) error {
+	render := func(from, to int64) error {
 		if from >= to {
 			return nil
 		}
-		buf = append(buf[:0], make([]byte, to-from)...)
+		if int64(cap(buf)) < to-from {
+			buf = make([]byte, to-from)
+		}
+		buf = buf[:to-from]
 		if err := sh.ReadAt(buf, from, func(k int) ([]byte, error) { return blobs[k], nil }); err != nil {
 			return err
 		}
@@ -330,13 +328,13 @@ func (f *FS) writeTar(dir string, sh *view.RecordShard) (*os.File, error) {
 			end = sh.Start(j + 1)
 		}
 		body := blobs[j][:f.ix.Size(sh.Sample(j))]
-		if err = render(j, start, d); err != nil {
+		if err = render(start, d); err != nil {
 			break
 		}
 		if _, err = w.Write(body); err != nil {
 			break
 		}
-		if err = render(j, d+int64(len(body)), end); err != nil {
+		if err = render(d+int64(len(body)), end); err != nil {
 			break
 		}
 	}
